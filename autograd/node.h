@@ -1,0 +1,82 @@
+// Node: one entry of the tape. It records what an op did (name, call site, input
+// and output shapes), what its backward rule needs (saved tensors and arguments)
+// and the rule itself, side by side with the op that made it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../tensor/tensor.h"
+
+namespace reel {
+
+// Where the gradient of one input goes: to output `output_nr` of `node` (a non-leaf),
+// into `leaf`'s .grad(), or nowhere (the input does not require grad).
+struct Edge {
+  Ref<Node> node;
+  Ref<TensorImpl> leaf;
+  uint32_t output_nr = 0;
+  bool needs_grad() const { return node || leaf; }
+};
+
+struct TensorMeta {
+  Dims shape;
+  DType dtype = DType::f32;
+  Device device;
+};
+
+// A saved tensor remembers its storage version, so backward can tell when the
+// user wrote over it in place after the forward read it.
+struct SavedTensor {
+  Tensor tensor;
+  uint32_t version = 0;
+};
+
+struct Node;
+// The backward rule: grad_inputs[i] = d loss / d input i, from grad_outputs. It
+// fills only the inputs with node.needs_grad(i); undefined means "no gradient".
+using BackwardFn = void (*)(Node& node, const std::vector<Tensor>& grad_outputs,
+                            std::vector<Tensor>& grad_inputs);
+
+class Tape;
+// State of a user-defined autograd::Function, kept by its node.
+struct CustomState {
+  virtual ~CustomState() = default;
+};
+
+struct Node : RefCounted {
+  const char* op = "";
+  Site site{nullptr, 0};
+  uint64_t seq = 0;  // execution order on its tape
+  BackwardFn backward = nullptr;
+  std::vector<Edge> edges;  // one per input
+  std::vector<TensorMeta> inputs;  // shapes, dtypes, devices of the inputs
+  std::vector<TensorMeta> outputs;
+  std::vector<SavedTensor> saved;
+  double scalars[4] = {0, 0, 0, 0};  // the op's scalar arguments
+  int64_t ints[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // its integer arguments (dims, flags)
+  Dims dims;  // a shape argument (reshape's target, permute's order, ...)
+  std::unique_ptr<CustomState> custom;
+  bool released = false;  // saved tensors freed by a backward without retain_graph
+  std::string released_by;  // where that backward was called
+
+  // tape bookkeeping (autograd/tape.cpp)
+  Tape* tape = nullptr;
+  Node* prev = nullptr;
+  Node* next = nullptr;
+  // engine bookkeeping for one backward pass
+  std::vector<Tensor> pending;  // summed gradients of each output
+  bool queued = false;
+
+  bool needs_grad(size_t input) const { return edges[input].needs_grad(); }
+  const Dims& input_shape(size_t i) const { return inputs[i].shape; }
+  // Saves a tensor for backward. An output is saved detached (no cycle through grad_fn).
+  void save(const Tensor& t);
+  // The i-th saved tensor; throws Error if it was released or modified in place since.
+  Tensor saved_tensor(size_t i) const;
+  std::string describe() const;  // "linear [128,784] [10,784] [10] -> [128,10] at train.cpp:42"
+
+  ~Node();
+};
+
+}  // namespace reel

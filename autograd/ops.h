@@ -1,0 +1,178 @@
+// The differentiable ops. Each is defined once (autograd/ops_*.cpp): its checks,
+// its forward call into the backend and its backward rule, side by side. Every op
+// takes the caller's Site last, filled in by the compiler.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "../tensor/tensor.h"
+
+namespace reel {
+
+// ---- elementwise unary
+Tensor neg(const Tensor& x, Site site = {});
+Tensor abs(const Tensor& x, Site site = {});
+Tensor exp(const Tensor& x, Site site = {});
+Tensor log(const Tensor& x, Site site = {});
+Tensor sqrt(const Tensor& x, Site site = {});
+Tensor rsqrt(const Tensor& x, Site site = {});
+Tensor square(const Tensor& x, Site site = {});
+Tensor reciprocal(const Tensor& x, Site site = {});
+Tensor sin(const Tensor& x, Site site = {});
+Tensor cos(const Tensor& x, Site site = {});
+Tensor relu(const Tensor& x, Site site = {});
+Tensor leaky_relu(const Tensor& x, double slope = 0.01, Site site = {});
+Tensor gelu(const Tensor& x, Site site = {});  // tanh approximation
+Tensor sigmoid(const Tensor& x, Site site = {});
+Tensor tanh(const Tensor& x, Site site = {});
+Tensor pow(const Tensor& x, double exponent, Site site = {});
+Tensor clamp(const Tensor& x, double low, double high, Site site = {});
+Tensor sign(const Tensor& x, Site site = {});  // not differentiable (zero gradient)
+Tensor logical_not(const Tensor& x, Site site = {});
+
+// ---- elementwise binary, NumPy broadcasting
+Tensor add(const Tensor& a, const Tensor& b, Site site = {});
+Tensor sub(const Tensor& a, const Tensor& b, Site site = {});
+Tensor mul(const Tensor& a, const Tensor& b, Site site = {});
+Tensor div(const Tensor& a, const Tensor& b, Site site = {});
+Tensor maximum(const Tensor& a, const Tensor& b, Site site = {});
+Tensor minimum(const Tensor& a, const Tensor& b, Site site = {});
+Tensor pow(const Tensor& a, const Tensor& b, Site site = {});
+Tensor add(const Tensor& a, double b, Site site = {});
+Tensor sub(const Tensor& a, double b, Site site = {});
+Tensor mul(const Tensor& a, double b, Site site = {});
+Tensor div(const Tensor& a, double b, Site site = {});
+// comparisons give bool tensors and no gradient
+Tensor eq(const Tensor& a, const Tensor& b, Site site = {});
+Tensor ne(const Tensor& a, const Tensor& b, Site site = {});
+Tensor lt(const Tensor& a, const Tensor& b, Site site = {});
+Tensor le(const Tensor& a, const Tensor& b, Site site = {});
+Tensor gt(const Tensor& a, const Tensor& b, Site site = {});
+Tensor ge(const Tensor& a, const Tensor& b, Site site = {});
+Tensor eq(const Tensor& a, double b, Site site = {});
+Tensor ne(const Tensor& a, double b, Site site = {});
+Tensor lt(const Tensor& a, double b, Site site = {});
+Tensor le(const Tensor& a, double b, Site site = {});
+Tensor gt(const Tensor& a, double b, Site site = {});
+Tensor ge(const Tensor& a, double b, Site site = {});
+Tensor logical_and(const Tensor& a, const Tensor& b, Site site = {});
+Tensor logical_or(const Tensor& a, const Tensor& b, Site site = {});
+// cond ? a : b, broadcasting all three
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Site site = {});
+
+// ---- reductions (dims may be negative; empty dims = all)
+Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false, Site site = {});
+Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false, Site site = {});
+Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false, Site site = {});
+Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false, Site site = {});
+Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false, Site site = {});
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false, Site site = {});
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false, Site site = {});
+// variance with Bessel's correction by default (correction = 1)
+Tensor var(const Tensor& x, const Dims& dims = {}, int64_t correction = 1, bool keepdim = false, Site site = {});
+// sums g down to `shape` over its broadcast dims (the gradient of a broadcast)
+Tensor sum_to(const Tensor& g, const Dims& shape, Site site = {});
+
+// ---- linear algebra
+// matmul with NumPy semantics: 1-D, 2-D and batched (broadcast batch dims)
+Tensor matmul(const Tensor& a, const Tensor& b, Site site = {});
+Tensor bmm(const Tensor& a, const Tensor& b, Site site = {});  // [B,M,K] x [B,K,N]
+// y = x W^T + b, with the bias (and relu) fused: x [*, in], W [out, in], b [out]
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Site site = {});
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Site site = {});
+
+// ---- convolution and pooling, NCHW
+struct Conv2dOptions {
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+};
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {}, Site site = {});
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {}, Site site = {});
+struct Pool2dOptions {
+  int64_t kernel[2] = {2, 2};
+  int64_t stride[2] = {0, 0};  // 0: the kernel size
+  int64_t padding[2] = {0, 0};
+  bool count_include_pad = true;
+};
+Tensor max_pool2d(const Tensor& x, Pool2dOptions opt = {}, Site site = {});
+Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt = {}, Site site = {});
+Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w, Site site = {});
+
+// ---- normalisation
+// x [N, C, *]; running stats are updated in training mode when defined
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5,
+                  Site site = {});
+// normalises over the trailing dims `normalized_shape`
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5, Site site = {});
+
+// ---- softmax and losses
+Tensor softmax(const Tensor& x, int64_t dim, Site site = {});
+Tensor log_softmax(const Tensor& x, int64_t dim, Site site = {});
+enum class Reduction : uint8_t { none, mean, sum };
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::mean;
+  double label_smoothing = 0.0;
+  int64_t ignore_index = -100;
+};
+// logits [N, C], labels i64 [N]: fused log-softmax + NLL
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOptions opt = {}, Site site = {});
+// log_probs [N, C], labels i64 [N]
+Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptions opt = {}, Site site = {});
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, Site site = {});
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        Reduction reduction = Reduction::mean, Site site = {});
+
+// ---- randomness in the graph
+// zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training
+Tensor dropout(const Tensor& x, double p, bool training = true, Site site = {});
+
+// ---- indexing
+Tensor embedding(const Tensor& weight, const Tensor& indices, Site site = {});  // weight [V, D]
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Site site = {});
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, Site site = {});
+Tensor one_hot(const Tensor& labels, int64_t num_classes, Site site = {});  // i64 [N] -> f32 [N, C]
+
+// ---- joining and splitting
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, Site site = {});
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, Site site = {});
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0, Site site = {});
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0, Site site = {});
+
+// ---- C++ operators (the caller's line travels in TensorArg / ScalarArg)
+Tensor operator+(const Tensor& a, TensorArg b);
+Tensor operator-(const Tensor& a, TensorArg b);
+Tensor operator*(const Tensor& a, TensorArg b);
+Tensor operator/(const Tensor& a, TensorArg b);
+Tensor operator+(const Tensor& a, ScalarArg b);
+Tensor operator-(const Tensor& a, ScalarArg b);
+Tensor operator*(const Tensor& a, ScalarArg b);
+Tensor operator/(const Tensor& a, ScalarArg b);
+Tensor operator+(double a, TensorArg b);
+Tensor operator-(double a, TensorArg b);
+Tensor operator*(double a, TensorArg b);
+Tensor operator/(double a, TensorArg b);
+Tensor operator-(TensorArg x);
+Tensor operator==(const Tensor& a, TensorArg b);
+Tensor operator!=(const Tensor& a, TensorArg b);
+Tensor operator<(const Tensor& a, TensorArg b);
+Tensor operator<=(const Tensor& a, TensorArg b);
+Tensor operator>(const Tensor& a, TensorArg b);
+Tensor operator>=(const Tensor& a, TensorArg b);
+Tensor operator==(const Tensor& a, ScalarArg b);
+Tensor operator!=(const Tensor& a, ScalarArg b);
+Tensor operator<(const Tensor& a, ScalarArg b);
+Tensor operator<=(const Tensor& a, ScalarArg b);
+Tensor operator>(const Tensor& a, ScalarArg b);
+Tensor operator>=(const Tensor& a, ScalarArg b);
+Tensor& operator+=(Tensor& a, const Tensor& b);  // in place, not recorded
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, double b);
+
+// Elementwise closeness, as torch.allclose: |a - b| <= atol + rtol |b|
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, Site site = {});
+
+}  // namespace reel

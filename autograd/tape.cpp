@@ -1,0 +1,264 @@
+// The tape, nodes, grad mode and the op-support helpers.
+#include "tape.h"
+
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "op_support.h"
+
+namespace reel {
+
+// ---- grad mode
+namespace {
+thread_local bool tls_grad_enabled = true;
+}
+bool grad_enabled() { return tls_grad_enabled; }
+void set_grad_enabled(bool on) { tls_grad_enabled = on; }
+
+// ---- tape
+void Tape::lock() const {
+  while (busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+}
+void Tape::unlock() const { busy_.store(false, std::memory_order_release); }
+
+void Tape::append(Node* n) {
+  lock();
+  n->seq = next_seq_++;
+  n->prev = tail_;
+  n->next = nullptr;
+  if (tail_) tail_->next = n; else head_ = n;
+  tail_ = n;
+  size_.fetch_add(1, std::memory_order_relaxed);
+  unlock();
+}
+
+void Tape::remove(Node* n) {
+  lock();
+  if (n->prev) n->prev->next = n->next; else head_ = n->next;
+  if (n->next) n->next->prev = n->prev; else tail_ = n->prev;
+  size_.fetch_sub(1, std::memory_order_relaxed);
+  unlock();
+}
+
+std::vector<Ref<Node>> Tape::entries() const {
+  std::vector<Ref<Node>> out;
+  lock();
+  out.reserve(size());
+  for (Node* n = head_; n; n = n->next) {
+    // Take a reference only while the count is above zero: a node at zero is being destroyed.
+    int32_t r = n->refs.load(std::memory_order_relaxed);
+    while (r > 0 && !n->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel)) {}
+    if (r > 0) {
+      out.emplace_back(n);
+      ref_dec(n);
+    }
+  }
+  unlock();
+  return out;
+}
+
+namespace {
+// The tape outlives its thread while nodes made on it are alive elsewhere.
+thread_local Ref<Tape> tls_tape = make_ref<Tape>();
+}
+Tape& this_thread_tape() { return *tls_tape; }
+
+// ---- nodes
+void ref_inc(Node* n) { n->refs.fetch_add(1, std::memory_order_relaxed); }
+void ref_dec(Node* n) {
+  if (n->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete n;
+}
+
+Node::~Node() {
+  if (tape) {
+    tape->remove(this);
+    ref_dec(tape);
+  }
+  // Long chains: release inputs iteratively so a 100k-op graph cannot overflow the stack.
+  std::vector<Ref<Node>> stack;
+  for (Edge& e : edges)
+    if (e.node && e.node->refs.load() == 1) stack.push_back(std::move(e.node));
+  edges.clear();
+  while (!stack.empty()) {
+    Ref<Node> n = std::move(stack.back());
+    stack.pop_back();
+    for (Edge& e : n->edges)
+      if (e.node && e.node->refs.load() == 1) stack.push_back(std::move(e.node));
+    n->edges.clear();
+  }
+}
+
+void Node::save(const Tensor& t) {
+  if (!t.defined()) {
+    saved.push_back({});
+    return;
+  }
+  // An output saved with its grad_fn would point back at this node: a cycle.
+  Tensor keep = t.grad_fn() == this ? t.detach() : t;
+  saved.push_back({keep, t.storage()->version()});
+}
+
+Tensor Node::saved_tensor(size_t i) const {
+  if (released)
+    throw Error(fmt::format(
+        "backward: {} at {} was already used by a backward pass{} and its saved values were freed; "
+        "call backward(..., retain_graph=true) the first time to go through it twice",
+        op, site.str(), released_by.empty() ? "" : " (" + released_by + ")"));
+  const SavedTensor& s = saved[i];
+  if (s.tensor.defined() && s.tensor.storage()->version() != s.version)
+    throw Error(fmt::format(
+        "backward: a tensor {} saved by {} at {} was modified in place after the forward pass "
+        "(version {} now, {} when saved)",
+        s.tensor.shape().str(), op, site.str(), s.tensor.storage()->version(), s.version));
+  return s.tensor;
+}
+
+std::string Node::describe() const {
+  std::string in, out;
+  for (size_t i = 0; i < inputs.size(); ++i) in += (i ? " " : "") + inputs[i].shape.str();
+  for (size_t i = 0; i < outputs.size(); ++i) out += (i ? " " : "") + outputs[i].shape.str();
+  std::string dev = outputs.empty() ? "" : outputs[0].device.str();
+  std::string dt = outputs.empty() ? "" : dtype_name(outputs[0].dtype);
+  return fmt::format("{} {} -> {} {} {} at {}", op, in, out, dt, dev, site.str());
+}
+
+// ---- recording
+namespace {
+Node* make_node(const OpScope& op, BackwardFn fn, const Tensor* const* inputs, size_t n_in,
+                Tensor* const* outputs, size_t n_out) {
+  Node* node = new Node();
+  node->op = op.op;
+  node->site = op.site;
+  node->backward = fn;
+  node->edges.resize(n_in);
+  node->inputs.resize(n_in);
+  for (size_t i = 0; i < n_in; ++i) {
+    const Tensor& t = *inputs[i];
+    if (!t.defined()) continue;
+    node->inputs[i] = {t.shape(), t.dtype(), t.device()};
+    if (!t.requires_grad()) continue;
+    if (t.grad_fn()) {
+      node->edges[i].node = t.impl()->grad_fn;
+      node->edges[i].output_nr = t.impl()->output_nr;
+    } else {
+      node->edges[i].leaf = Ref<TensorImpl>(t.impl());
+    }
+  }
+  node->outputs.resize(n_out);
+  Ref<Node> owner(node);
+  for (size_t i = 0; i < n_out; ++i) {
+    Tensor& t = *outputs[i];
+    node->outputs[i] = {t.shape(), t.dtype(), t.device()};
+    TensorImpl* impl = t.impl();
+    impl->requires_grad = true;
+    impl->grad_fn = owner;
+    impl->output_nr = uint32_t(i);
+  }
+  Tape& tape = this_thread_tape();
+  ref_inc(&tape);
+  node->tape = &tape;
+  tape.append(node);
+  return node;  // owned by its outputs
+}
+}  // namespace
+
+Node* record(const OpScope& op, BackwardFn fn, std::initializer_list<const Tensor*> inputs,
+             std::initializer_list<Tensor*> outputs) {
+  if (!should_record(inputs)) return nullptr;
+  return make_node(op, fn, inputs.begin(), inputs.size(), outputs.begin(), outputs.size());
+}
+
+Node* record(const OpScope& op, BackwardFn fn, const std::vector<const Tensor*>& inputs,
+             const std::vector<Tensor*>& outputs) {
+  if (!grad_enabled()) return nullptr;
+  bool any = false;
+  for (const Tensor* t : inputs) any = any || (t->defined() && t->requires_grad());
+  if (!any) return nullptr;
+  return make_node(op, fn, inputs.data(), inputs.size(), outputs.data(), outputs.size());
+}
+
+// ---- helpers
+Tensor new_tensor(const Dims& shape, DType dtype, Device device) {
+  auto impl = make_ref<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->storage = make_ref<Storage>(size_t(numel_of(shape)) * size_t(dtype_size(dtype)), device);
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset) {
+  auto impl = make_ref<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->storage = base.storage();
+  return Tensor(std::move(impl));
+}
+
+Tensor expand_view(const Tensor& base, const Dims& shape) {
+  if (base.shape() == shape) return base;
+  int n = shape.size(), off = n - base.dim();
+  Dims strides = Dims::filled(n, 0);
+  for (int i = 0; i < base.dim(); ++i)
+    strides[off + i] = base.shape()[i] == 1 && shape[off + i] != 1 ? 0 : base.strides()[i];
+  return make_view(base, shape, strides, base.offset());
+}
+
+Tensor cast(const Tensor& base, DType dtype) {
+  if (base.dtype() == dtype) return base;
+  Tensor out = new_tensor(base.shape(), dtype, base.device());
+  if (out.numel()) backend_of(base).copy(out, base);
+  return out;
+}
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return fmt::format("{} {} {}", t.shape().str(), dtype_name(t.dtype()), t.device().str());
+}
+
+void check_defined(const OpScope& op, const Tensor& t, const char* what) {
+  if (!t.defined()) fail(op.op, fmt::format("{} is an undefined tensor", what), op.site);
+}
+void check_same_device(const OpScope& op, const Tensor& a, const Tensor& b) {
+  if (!(a.device() == b.device()))
+    fail(op.op,
+         fmt::format("expected all tensors on one device, got {} on {} and {} on {}; move one with .to()",
+                     a.shape().str(), a.device().str(), b.shape().str(), b.device().str()),
+         op.site);
+}
+void check_floating(const OpScope& op, const Tensor& t, const char* what) {
+  if (!t.is_floating_point())
+    fail(op.op, fmt::format("expected {} to be floating point, got {}", what, describe(t)), op.site);
+}
+void check_dim(const OpScope& op, const Tensor& t, int expected, const char* what) {
+  if (t.dim() != expected)
+    fail(op.op, fmt::format("expected {} to have {} dims, got shape {}", what, expected, t.shape().str()), op.site);
+}
+void check_dtype(const OpScope& op, const Tensor& t, DType expected, const char* what) {
+  if (t.dtype() != expected)
+    fail(op.op, fmt::format("expected {} of dtype {}, got {}", what, dtype_name(expected), describe(t)), op.site);
+}
+void check_nonempty(const OpScope& op, const Tensor& t, const char* what) {
+  if (t.numel() == 0) fail(op.op, fmt::format("expected a non-empty {}, got shape {}", what, t.shape().str()), op.site);
+}
+
+// ---- introspection
+namespace autograd {
+size_t tape_size() { return this_thread_tape().size(); }
+std::vector<Ref<Node>> tape_entries() { return this_thread_tape().entries(); }
+std::string tape_str() {
+  std::ostringstream os;
+  print_tape(os);
+  return os.str();
+}
+void print_tape(std::ostream& os) {
+  auto entries = tape_entries();
+  size_t i = 0;
+  for (auto& n : entries) os << fmt::format("#{:<4} {}\n", i++, n->describe());
+}
+}  // namespace autograd
+
+}  // namespace reel

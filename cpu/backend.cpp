@@ -1,0 +1,161 @@
+// The CPU backend's memory, copies, fills and random numbers, and its registration.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "../tensor/philox.h"
+#include "cpu_backend.h"
+#include "loops.h"
+
+namespace reel::cpu {
+
+// ---- memory: 64-byte aligned; large blocks are cached, because a fresh multi-megabyte
+// block page-faults on first touch, every training step.
+namespace {
+constexpr size_t kCacheMin = size_t(1) << 16;
+constexpr size_t kCacheLimit = size_t(2) << 30;
+
+struct BlockCache {
+  std::mutex mu;
+  std::multimap<size_t, void*> free;  // by rounded size
+  size_t cached = 0;
+  ~BlockCache() {
+    for (auto& [size, p] : free) std::free(p);
+  }
+};
+BlockCache& cache() {
+  static BlockCache* c = new BlockCache();  // never destroyed: tensors may die after main
+  return *c;
+}
+size_t round_size(size_t n) { return (n + 4095) & ~size_t(4095); }
+}  // namespace
+
+void* CpuBackend::allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  if (nbytes >= kCacheMin) {
+    size_t r = round_size(nbytes);
+    BlockCache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.free.find(r);
+    if (it != c.free.end()) {
+      void* p = it->second;
+      c.free.erase(it);
+      c.cached -= r;
+      return p;
+    }
+    nbytes = r;
+  }
+  void* p = std::aligned_alloc(64, (nbytes + 63) & ~size_t(63));
+  if (!p) throw Error(fmt::format("cpu: out of memory allocating {} bytes", nbytes));
+  return p;
+}
+
+void CpuBackend::deallocate(void* ptr, size_t nbytes) {
+  if (!ptr) return;
+  if (nbytes >= kCacheMin) {
+    size_t r = round_size(nbytes);
+    BlockCache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.cached + r <= kCacheLimit) {
+      c.free.emplace(r, ptr);
+      c.cached += r;
+      return;
+    }
+  }
+  std::free(ptr);
+}
+
+// ---- copy with dtype conversion
+namespace {
+template <typename To, typename From>
+To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) return v;
+  else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) return convert<To>(float(v));
+  else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) return To(float(v));
+  else if constexpr (std::is_same_v<To, bool>) return v != From(0);
+  else return To(v);
+}
+
+template <typename Fn>
+void dispatch_all(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::f16: fn.template operator()<Half>(); return;
+    case DType::bf16: fn.template operator()<BFloat16>(); return;
+    default: dispatch(t, "copy", fn);
+  }
+}
+}  // namespace
+
+void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
+  if (!dst.device().is_cpu() || !src.device().is_cpu())
+    throw Error(fmt::format("copy: the CPU backend cannot copy {} -> {}", src.device().str(), dst.device().str()));
+  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+    std::memcpy(dst.data_ptr(), src.data_ptr(), size_t(dst.numel()) * dst.element_size());
+    return;
+  }
+  dispatch_all(dst.dtype(), [&]<typename To>() {
+    dispatch_all(src.dtype(), [&]<typename From>() {
+      for_each_row<To, const From>(dst.shape(), {&dst, &src}, [](auto p, auto st, int64_t n) {
+        To* o = std::get<0>(p);
+        const From* a = std::get<1>(p);
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = convert<To>(a[i * st[1]]);
+      });
+    });
+  });
+}
+
+void CpuBackend::fill(const Tensor& out, double value) {
+  dispatch_all(out.dtype(), [&]<typename T>() {
+    T v = convert<T>(value);
+    for_each_row<T>(out.shape(), {&out}, [v](auto p, auto st, int64_t n) {
+      T* o = std::get<0>(p);
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = v;
+    });
+  });
+}
+
+void CpuBackend::axpy(const Tensor& out, const Tensor& x, double alpha) {
+  dispatch_float(out.dtype(), "axpy", [&]<typename T>() {
+    T a = T(alpha);
+    map2<T, T>(out, out, x, [a](T o, T v) { return o + a * v; });
+  });
+}
+
+// ---- random: element i of the fill is a function of (seed, offset, i) alone
+void CpuBackend::fill_uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset) {
+  dispatch_float(out.dtype(), "uniform_", [&]<typename T>() {
+    T* p = out.data<T>();
+    int64_t n = out.numel();
+    if (!out.is_contiguous()) throw Error("uniform_: expected a contiguous tensor");
+    T scale = T(high - low), lo = T(low);
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) p[i] = lo + scale * T(philox::uniform(seed, offset, uint64_t(i)));
+  });
+}
+
+void CpuBackend::fill_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) {
+  dispatch_float(out.dtype(), "normal_", [&]<typename T>() {
+    T* p = out.data<T>();
+    int64_t n = out.numel();
+    if (!out.is_contiguous()) throw Error("normal_: expected a contiguous tensor");
+    T m = T(mean), s = T(std);
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) p[i] = m + s * T(philox::normal(seed, offset, uint64_t(i)));
+  });
+}
+
+namespace {
+Backend* get_cpu(int) {
+  static CpuBackend backend;
+  return &backend;
+}
+struct Registrar {
+  Registrar() { register_backend(DeviceType::CPU, get_cpu); }
+} registrar;
+}  // namespace
+
+}  // namespace reel::cpu

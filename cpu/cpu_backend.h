@@ -1,0 +1,63 @@
+// The CPU backend: oneDNN primitives for the heavy NN ops (matmul, convolution,
+// pooling, normalisation, softmax) and vectorised OpenMP loops for the rest, all on
+// oneDNN's own OpenMP pool. Internal: users never include this.
+#pragma once
+#include "../tensor/backend.h"
+
+namespace reel::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return kCPU; }
+
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* ptr, size_t nbytes) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void fill(const Tensor& out, double value) override;
+
+  void unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b) override;
+  void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
+  void axpy(const Tensor& out, const Tensor& x, double alpha) override;
+  void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int>& dims) override;
+  void fill_uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset) override;
+  void fill_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) override;
+
+  void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) override;
+  void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p,
+                      bool relu) override;
+  void conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) override;
+  void conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                              const ConvParams& p) override;
+  void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) override;
+  void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) override;
+  void avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) override;
+  void avg_pool2d_backward(const Tensor& gx, const Tensor& gy, const PoolParams& p) override;
+  void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) override;
+  void adaptive_avg_pool2d_backward(const Tensor& gx, const Tensor& gy) override;
+  void batch_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                          const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                          const Tensor& running_var, bool training, double momentum, double eps) override;
+  void batch_norm_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                           const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                           bool training) override;
+  void layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                          const Tensor& weight, const Tensor& bias, double eps) override;
+  void layer_norm_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                           const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd) override;
+  void softmax_forward(const Tensor& out, const Tensor& x, int dim, bool log) override;
+  void softmax_backward(const Tensor& gx, const Tensor& gy, const Tensor& y, int dim, bool log) override;
+  void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& labels,
+                             double label_smoothing, int64_t ignore_index) override;
+  void cross_entropy_backward(const Tensor& glogits, const Tensor& glosses, const Tensor& logits, const Tensor& lse,
+                              const Tensor& labels, double label_smoothing, int64_t ignore_index) override;
+  void index_select(const Tensor& out, const Tensor& x, int dim, const Tensor& index) override;
+  void index_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
+  void gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index) override;
+  void scatter_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
+  void optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
+                  const std::vector<Tensor>& state3) override;
+};
+
+}  // namespace reel::cpu

@@ -1,0 +1,28 @@
+// TEMPORARY during development: methods whose kernels are being written in other files.
+#include "cpu_backend.h"
+namespace reel::cpu {
+#define PENDING(name) throw Error(#name ": pending")
+void CpuBackend::matmul(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) { PENDING(matmul); }
+void CpuBackend::conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const ConvParams&, bool) { PENDING(conv); }
+void CpuBackend::conv2d_backward_data(const Tensor&, const Tensor&, const Tensor&, const ConvParams&) { PENDING(conv); }
+void CpuBackend::conv2d_backward_weight(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const ConvParams&) { PENDING(conv); }
+void CpuBackend::max_pool2d_forward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
+void CpuBackend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
+void CpuBackend::avg_pool2d_forward(const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
+void CpuBackend::avg_pool2d_backward(const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
+void CpuBackend::adaptive_avg_pool2d_forward(const Tensor&, const Tensor&) { PENDING(pool); }
+void CpuBackend::adaptive_avg_pool2d_backward(const Tensor&, const Tensor&) { PENDING(pool); }
+void CpuBackend::batch_norm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double, double) { PENDING(bn); }
+void CpuBackend::batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) { PENDING(bn); }
+void CpuBackend::layer_norm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double) { PENDING(ln); }
+void CpuBackend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) { PENDING(ln); }
+void CpuBackend::softmax_forward(const Tensor&, const Tensor&, int, bool) { PENDING(softmax); }
+void CpuBackend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, int, bool) { PENDING(softmax); }
+void CpuBackend::cross_entropy_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, int64_t) { PENDING(ce); }
+void CpuBackend::cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, int64_t) { PENDING(ce); }
+void CpuBackend::index_select(const Tensor&, const Tensor&, int, const Tensor&) { PENDING(index); }
+void CpuBackend::index_add(const Tensor&, int, const Tensor&, const Tensor&) { PENDING(index); }
+void CpuBackend::gather(const Tensor&, const Tensor&, int, const Tensor&) { PENDING(index); }
+void CpuBackend::scatter_add(const Tensor&, int, const Tensor&, const Tensor&) { PENDING(index); }
+void CpuBackend::optim_step(const OptimStep&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&) { PENDING(optim); }
+}

@@ -1,0 +1,213 @@
+// Reductions over any set of dims of a strided tensor. Memory-bound: x is read once.
+// Two loop orders: when the innermost dim is reduced, each output sums a contiguous
+// run (vectorised); when it is kept (sum over the batch of [N, C]), whole rows are
+// added into the output row, so the reads stay sequential either way.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cpu_backend.h"
+#include "loops.h"
+
+namespace reel::cpu {
+namespace {
+
+struct Split {
+  // kept dims (outer loop) and reduced dims (inner loop), each coalesced
+  int nk = 0, nr = 0;
+  int64_t kshape[kMaxDims], kstride[kMaxDims], ostride[kMaxDims];
+  int64_t rshape[kMaxDims], rstride[kMaxDims];
+  int64_t outputs = 1, count = 1;
+};
+
+Split split_dims(const Tensor& x, const Tensor& out, const std::vector<int>& dims) {
+  Split s;
+  std::vector<bool> red(size_t(x.dim()), false);
+  for (int d : dims) red[size_t(d)] = true;
+  Dims ost = contiguous_strides(out.shape());
+  for (int d = 0; d < x.dim(); ++d) {
+    int64_t n = x.shape()[d];
+    if (n == 1) continue;
+    if (red[size_t(d)]) {
+      if (s.nr > 0 && s.rstride[s.nr - 1] == x.strides()[d] * n) {
+        s.rshape[s.nr - 1] *= n;
+        s.rstride[s.nr - 1] = x.strides()[d];
+      } else {
+        s.rshape[s.nr] = n;
+        s.rstride[s.nr++] = x.strides()[d];
+      }
+      s.count *= n;
+    } else {
+      s.kshape[s.nk] = n;
+      s.kstride[s.nk] = x.strides()[d];
+      s.ostride[s.nk++] = ost[d];
+      s.outputs *= n;
+    }
+  }
+  return s;
+}
+
+// Visits every reduced element of the group starting at `base`: f(value, flat index).
+template <typename T, typename F>
+void visit_group(const T* base, const Split& s, F&& f) {
+  if (s.nr == 0) {
+    f(base[0], int64_t(0));
+    return;
+  }
+  int inner = s.nr - 1;
+  int64_t n = s.rshape[inner], st = s.rstride[inner];
+  int64_t outer = s.count / n;
+  for (int64_t r = 0; r < outer; ++r) {
+    int64_t off = 0, rem = r;
+    for (int d = inner - 1; d >= 0; --d) {
+      off += (rem % s.rshape[d]) * s.rstride[d];
+      rem /= s.rshape[d];
+    }
+    const T* p = base + off;
+    for (int64_t i = 0; i < n; ++i) f(p[i * st], r * n + i);
+  }
+}
+
+// Sum of the group, with a contiguous inner run vectorised.
+template <typename T, typename Acc>
+Acc sum_group(const T* base, const Split& s) {
+  if (s.nr == 0) return Acc(base[0]);
+  int inner = s.nr - 1;
+  int64_t n = s.rshape[inner], st = s.rstride[inner];
+  int64_t outer = s.count / n;
+  Acc total = 0;
+  for (int64_t r = 0; r < outer; ++r) {
+    int64_t off = 0, rem = r;
+    for (int d = inner - 1; d >= 0; --d) {
+      off += (rem % s.rshape[d]) * s.rstride[d];
+      rem /= s.rshape[d];
+    }
+    const T* p = base + off;
+    Acc acc = 0;
+    if (st == 1) {
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = 0; i < n; ++i) acc += Acc(p[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc += Acc(p[i * st]);
+    }
+    total += acc;
+  }
+  return total;
+}
+
+int64_t kept_offset(const Split& s, int64_t o, int64_t& out_off) {
+  int64_t off = 0;
+  out_off = 0;
+  for (int d = s.nk - 1; d >= 0; --d) {
+    int64_t i = o % s.kshape[d];
+    o /= s.kshape[d];
+    off += i * s.kstride[d];
+    out_off += i * s.ostride[d];
+  }
+  return off;
+}
+
+template <typename T>
+void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int>& dims) {
+  Split s = split_dims(x, out, dims);
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
+  bool inner_kept = s.nk > 0 && (s.nr == 0 || s.kstride[s.nk - 1] < s.rstride[s.nr - 1]) && s.kstride[s.nk - 1] == 1;
+
+  if ((op == ReduceOp::sum || op == ReduceOp::mean) && inner_kept && out.dtype() == x.dtype()) {
+    // rows of the innermost kept dim are added into the output row
+    T* o = static_cast<T*>(out.data_ptr());
+    int64_t row = s.kshape[s.nk - 1];
+    int64_t nrows_out = s.outputs / row;
+    double scale = op == ReduceOp::mean ? 1.0 / double(s.count) : 1.0;
+    int64_t chunk = std::max<int64_t>(64, (row + omp_get_max_threads() - 1) / omp_get_max_threads());
+    int64_t nchunks = (row + chunk - 1) / chunk;
+#pragma omp parallel for collapse(2) schedule(static) if (s.outputs * s.count >= kParallelGrain)
+    for (int64_t ro = 0; ro < nrows_out; ++ro) {
+      for (int64_t c = 0; c < nchunks; ++c) {
+        int64_t lo = c * chunk, hi = std::min(row, lo + chunk);
+        int64_t out_off;
+        int64_t xoff = kept_offset(s, ro * row, out_off);
+        T* orow = o + out_off;
+        for (int64_t j = lo; j < hi; ++j) orow[j] = T(0);
+        int inner = s.nr - 1;
+        int64_t outer = s.count;
+        for (int64_t r = 0; r < outer; ++r) {
+          int64_t off = 0, rem = r;
+          for (int d = inner; d >= 0; --d) {
+            off += (rem % s.rshape[d]) * s.rstride[d];
+            rem /= s.rshape[d];
+          }
+          const T* p = xp + xoff + off;
+#pragma omp simd
+          for (int64_t j = lo; j < hi; ++j) orow[j] += p[j];
+        }
+        if (scale != 1.0)
+          for (int64_t j = lo; j < hi; ++j) orow[j] = T(orow[j] * T(scale));
+      }
+    }
+    return;
+  }
+
+#pragma omp parallel for schedule(static) if (s.outputs * s.count >= kParallelGrain && s.outputs > 1)
+  for (int64_t o = 0; o < s.outputs; ++o) {
+    int64_t out_off;
+    const T* base = xp + kept_offset(s, o, out_off);
+    switch (op) {
+      case ReduceOp::sum:
+        if (out.dtype() == DType::i64) static_cast<int64_t*>(out.data_ptr())[out_off] = int64_t(sum_group<T, Acc>(base, s));
+        else static_cast<T*>(out.data_ptr())[out_off] = T(sum_group<T, Acc>(base, s));
+        break;
+      case ReduceOp::mean:
+        static_cast<T*>(out.data_ptr())[out_off] = T(double(sum_group<T, Acc>(base, s)) / double(s.count));
+        break;
+      case ReduceOp::prod: {
+        Acc acc = 1;
+        visit_group<T>(base, s, [&](T v, int64_t) { acc *= Acc(v); });
+        static_cast<T*>(out.data_ptr())[out_off] = T(acc);
+        break;
+      }
+      case ReduceOp::max:
+      case ReduceOp::min: {
+        bool is_max = op == ReduceOp::max;
+        T best = base[0];
+        visit_group<T>(base, s, [&](T v, int64_t) {
+          if (v != v || (best == best && (is_max ? v > best : v < best))) best = v;  // NaN wins
+        });
+        static_cast<T*>(out.data_ptr())[out_off] = best;
+        break;
+      }
+      case ReduceOp::argmax:
+      case ReduceOp::argmin: {
+        bool is_max = op == ReduceOp::argmax;
+        T best = base[0];
+        int64_t at = 0;
+        visit_group<T>(base, s, [&](T v, int64_t i) {
+          if (best != best) return;  // first NaN wins
+          if (v != v || (is_max ? v > best : v < best)) { best = v; at = i; }
+        });
+        static_cast<int64_t*>(out.data_ptr())[out_off] = at;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int>& dims) {
+  if (x.numel() == 0) {  // empty groups: sum 0, prod 1, mean NaN (as PyTorch)
+    fill(out, op == ReduceOp::prod ? 1.0 : op == ReduceOp::mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    return;
+  }
+  dispatch(x.dtype(), "reduce", [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      throw Error("reduce: convert a bool tensor with .to(DType::i64) before reducing it");
+    } else {
+      reduce_typed<T>(op, out, x, dims);
+    }
+  });
+}
+
+}  // namespace reel::cpu

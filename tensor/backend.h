@@ -1,0 +1,179 @@
+// Backend: the whole kernel contract. Every op checks its arguments and allocates
+// its outputs once, above this line (autograd/); a backend only computes. A new op
+// adds one method here and one implementation per backend (cpu/, cuda/).
+//
+// Conventions for every method:
+// - all tensors live on this backend's device; outputs are allocated by the caller
+//   with their final shape and dtype, and are contiguous unless said otherwise;
+// - inputs may have any strides (expanded broadcast inputs have stride 0);
+// - elementwise inputs share one dtype (the caller promotes); comparison outputs are bool.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "device.h"
+#include "tensor.h"
+
+namespace reel {
+
+enum class UnaryOp : uint8_t {
+  neg, abs, exp, log, sqrt, rsqrt, relu, gelu, sigmoid, tanh, sign, square, reciprocal,
+  sin, cos, log1p, logical_not,
+  // with scalar parameters a (and b): out = f(x, a, b)
+  add_scalar,   // x + a
+  mul_scalar,   // x * a
+  rsub_scalar,  // a - x
+  rdiv_scalar,  // a / x
+  pow_scalar,   // x ^ a
+  rpow_scalar,  // a ^ x
+  clamp,        // min(max(x, a), b)
+  leaky_relu,   // x > 0 ? x : a x
+  eq_scalar, ne_scalar, lt_scalar, le_scalar, gt_scalar, ge_scalar,  // bool outputs
+};
+
+enum class BinaryOp : uint8_t {
+  add, sub, mul, div, maximum, minimum, pow,
+  eq, ne, lt, le, gt, ge,  // bool outputs
+  logical_and, logical_or,
+  // gradients of unary ops, fused: out = f(grad, saved)
+  relu_backward,     // g * (x > 0)
+  gelu_backward,     // g * gelu'(x)
+  sigmoid_backward,  // g * y (1 - y), y = sigmoid(x)
+  tanh_backward,     // g * (1 - y^2), y = tanh(x)
+};
+
+enum class ReduceOp : uint8_t { sum, mean, max, min, prod, argmax, argmin };
+
+struct ConvParams {
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+};
+
+struct PoolParams {
+  int64_t kernel[2] = {1, 1};
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  bool count_include_pad = true;  // avg pooling only
+};
+
+// One optimizer step over many parameters, fused: the hyper-parameters of one
+// step of optim/ (bias corrections already folded in by the caller).
+struct OptimStep {
+  enum Kind : uint8_t { sgd, adam, adamw, adamax, rmsprop } kind = sgd;
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false, first_step = false, maximize = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta^t
+  double alpha = 0.99;  // RMSprop smoothing
+  bool centered = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // ---- memory
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  // dst = src elementwise, any strides, converting dtype. Same device for both, except
+  // that a CUDA backend also copies to and from CPU tensors (the CPU backend never does).
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  virtual void fill(const Tensor& out, double value) = 0;
+  // Waits for all queued work on this device (the CPU returns at once).
+  virtual void synchronize() {}
+
+  // ---- elementwise
+  virtual void unary(UnaryOp op, const Tensor& out, const Tensor& x, double a = 0, double b = 0) = 0;
+  virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // out = cond ? a : b; cond is bool
+  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+  // out += alpha * x, in place on a contiguous out (gradient accumulation)
+  virtual void axpy(const Tensor& out, const Tensor& x, double alpha) = 0;
+
+  // ---- reductions: out has x's rank with every reduced dim of size 1
+  virtual void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int>& dims) = 0;
+
+  // ---- random (Philox4x32-10 keyed by seed, counter starting at offset)
+  virtual void fill_uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset) = 0;
+  virtual void fill_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) = 0;
+
+  // ---- linear algebra
+  // out[b] = a[b] @ b[b] (+ bias) (then relu): a [B,M,K], b [B,K,N], out [B,M,N], bias [N].
+  // a and b may be any-strided 3-D views (transposes are free); B may be 1.
+  virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) = 0;
+
+  // ---- convolution, NCHW; weight [O, C/groups, KH, KW]
+  virtual void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
+                              const ConvParams& p, bool relu) = 0;
+  virtual void conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) = 0;
+  // gb may be undefined (no bias)
+  virtual void conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                                      const ConvParams& p) = 0;
+
+  // ---- pooling, NCHW; indices (i64, flat h*W+w within a plane) only for max
+  virtual void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) = 0;
+  virtual void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) = 0;
+  virtual void avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) = 0;
+  virtual void avg_pool2d_backward(const Tensor& gx, const Tensor& gy, const PoolParams& p) = 0;
+  virtual void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) = 0;
+  virtual void adaptive_avg_pool2d_backward(const Tensor& gx, const Tensor& gy) = 0;
+
+  // ---- normalisation. batch_norm over [N, C, *]: per-channel statistics.
+  // Training: computes batch mean/invstd into save_mean/save_invstd [C] and updates the
+  // running statistics (if defined) with `momentum`. Eval: uses running statistics.
+  virtual void batch_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                  const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                                  double momentum, double eps) = 0;
+  // gw, gb may be undefined
+  virtual void batch_norm_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy,
+                                   const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                                   const Tensor& save_invstd, bool training) = 0;
+  // layer_norm over the last `normalized` elements of each row: x viewed as [rows, normalized]
+  virtual void layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                  const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) = 0;
+  virtual void layer_norm_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy,
+                                   const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                                   const Tensor& save_invstd) = 0;
+
+  // ---- softmax along `dim` (log: log_softmax); y is the forward output
+  virtual void softmax_forward(const Tensor& out, const Tensor& x, int dim, bool log) = 0;
+  virtual void softmax_backward(const Tensor& gx, const Tensor& gy, const Tensor& y, int dim, bool log) = 0;
+
+  // ---- fused softmax cross-entropy on logits [N, C] and i64 labels [N].
+  // losses [N] (0 where label == ignore_index), lse [N] saved for backward.
+  virtual void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                                     const Tensor& labels, double label_smoothing, int64_t ignore_index) = 0;
+  // glogits [N, C] = gloss[n] * (softmax - smoothed one-hot); gloss [N]
+  virtual void cross_entropy_backward(const Tensor& glogits, const Tensor& glosses, const Tensor& logits,
+                                      const Tensor& lse, const Tensor& labels, double label_smoothing,
+                                      int64_t ignore_index) = 0;
+
+  // ---- indexing; index is i64 and contiguous
+  // out = x.index_select(dim, index)
+  virtual void index_select(const Tensor& out, const Tensor& x, int dim, const Tensor& index) = 0;
+  // out.index_select(dim, index) += src, accumulating repeated indices
+  virtual void index_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) = 0;
+  // out[i][j] = x[index[i][j]][j] for dim 0 (and likewise for any dim)
+  virtual void gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index) = 0;
+  // out[index[i][j]][j] += src[i][j] for dim 0
+  virtual void scatter_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) = 0;
+
+  // ---- optimizers: one fused pass over all parameters of this device. For each i:
+  // params[i] -= update(grads[i], state tensors); state1/state2/state3 as the kind needs
+  // (momentum buffer; exp_avg, exp_avg_sq; square_avg, grad_avg) or empty.
+  virtual void optim_step(const OptimStep& step, const std::vector<Tensor>& params,
+                          const std::vector<Tensor>& grads, const std::vector<Tensor>& state1,
+                          const std::vector<Tensor>& state2, const std::vector<Tensor>& state3) = 0;
+};
+
+// The backend of a device; throws Error when none is registered (CUDA absent).
+Backend& backend_for(Device device);
+// Backends register themselves at static-initialisation time.
+void register_backend(DeviceType type, Backend* (*get)(int index));
+
+}  // namespace reel

@@ -1,0 +1,218 @@
+// DType, Device, Site, Error, Dims, Storage and the backend registry: the small
+// pieces every other file leans on.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "backend.h"
+
+namespace reel {
+
+// ---- dtype
+Half::Half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t exp = int32_t((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) {  // inf or nan
+    bits = uint16_t(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  } else if (exp >= 31) {
+    bits = uint16_t(sign | 0x7c00u);
+  } else if (exp <= 0) {
+    if (exp < -10) { bits = uint16_t(sign); return; }
+    mant |= 0x800000u;
+    uint32_t shift = uint32_t(14 - exp);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    bits = uint16_t(sign | half);
+  } else {
+    uint32_t half = sign | (uint32_t(exp) << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) ++half;
+    bits = uint16_t(half);
+  }
+}
+
+Half::operator float() const {
+  uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+  uint32_t exp = (bits >> 10) & 0x1f;
+  uint32_t mant = bits & 0x3ffu;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do { mant <<= 1; ++e; } while (!(mant & 0x400u));
+      x = sign | (uint32_t(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  auto rank = [](DType t) {
+    switch (t) {
+      case DType::boolean: return 0;
+      case DType::u8: return 1;
+      case DType::i32: return 2;
+      case DType::i64: return 3;
+      case DType::f16: return 4;
+      case DType::bf16: return 5;
+      case DType::f32: return 6;
+      case DType::f64: return 7;
+    }
+    return 0;
+  };
+  if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16)) return DType::f32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// ---- device
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", int(index));
+}
+
+// ---- site and error
+std::string Site::str() const {
+  if (!known()) return "unknown site";
+  return fmt::format("{}:{}", file, line);
+}
+
+namespace {
+thread_local Site tls_outer_site{nullptr, 0};
+thread_local bool tls_site_active = false;
+}  // namespace
+
+SiteScope::SiteScope(const Site& site) : owner_(!tls_site_active) {
+  if (owner_) {
+    tls_outer_site = site;
+    tls_site_active = true;
+  }
+}
+SiteScope::~SiteScope() {
+  if (owner_) tls_site_active = false;
+}
+Site SiteScope::current(const Site& fallback) { return tls_site_active ? tls_outer_site : fallback; }
+
+void fail(const char* op, const std::string& message, const Site& site) {
+  Site where = SiteScope::current(site);
+  if (where.known()) throw Error(fmt::format("{}: {} (at {})", op, message, where.str()));
+  throw Error(fmt::format("{}: {}", op, message));
+}
+
+// ---- dims
+Dims::Dims(std::initializer_list<int64_t> v) {
+  if (v.size() > size_t(kMaxDims))
+    throw Error(fmt::format("Dims: at most {} dims are supported, got {}", kMaxDims, v.size()));
+  for (int64_t x : v) d_[n_++] = x;
+}
+Dims::Dims(const std::vector<int64_t>& v) {
+  if (v.size() > size_t(kMaxDims))
+    throw Error(fmt::format("Dims: at most {} dims are supported, got {}", kMaxDims, v.size()));
+  for (int64_t x : v) d_[n_++] = x;
+}
+Dims Dims::filled(int n, int64_t value) {
+  Dims d;
+  d.resize(n, value);
+  return d;
+}
+void Dims::push_back(int64_t v) {
+  if (n_ == kMaxDims) throw Error(fmt::format("Dims: at most {} dims are supported", kMaxDims));
+  d_[n_++] = v;
+}
+void Dims::insert(int pos, int64_t v) {
+  if (n_ == kMaxDims) throw Error(fmt::format("Dims: at most {} dims are supported", kMaxDims));
+  for (int i = n_; i > pos; --i) d_[i] = d_[i - 1];
+  d_[pos] = v;
+  ++n_;
+}
+void Dims::erase(int pos) {
+  for (int i = pos; i + 1 < n_; ++i) d_[i] = d_[i + 1];
+  --n_;
+}
+void Dims::resize(int n, int64_t fill) {
+  if (n > kMaxDims) throw Error(fmt::format("Dims: at most {} dims are supported, got {}", kMaxDims, n));
+  for (int i = n_; i < n; ++i) d_[i] = fill;
+  n_ = n;
+}
+std::string Dims::str() const { return fmt::format("[{}]", fmt::join(begin(), end(), ", ")); }
+
+int64_t numel_of(const Dims& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Dims contiguous_strides(const Dims& shape) {
+  Dims s = Dims::filled(shape.size(), 1);
+  for (int i = shape.size() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  return s;
+}
+
+Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b, const Site& site) {
+  int n = std::max(a.size(), b.size());
+  Dims out = Dims::filled(n, 1);
+  for (int i = 0; i < n; ++i) {
+    int ia = a.size() - n + i, ib = b.size() - n + i;
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      fail(op, fmt::format("shapes {} and {} do not broadcast (dim {}: {} vs {})", a.str(), b.str(), i, da, db),
+           site);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int wrap_dim(const char* op, int64_t dim, int ndim, const Site& site) {
+  int64_t n = std::max(ndim, 1);
+  if (dim < -n || dim >= n)
+    fail(op, fmt::format("dim {} is out of range for a tensor of {} dims (expected {} to {})", dim, ndim, -n, n - 1),
+         site);
+  return int(dim < 0 ? dim + n : dim);
+}
+
+// ---- storage
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  data_ = backend_for(device).allocate(nbytes);
+}
+Storage::Storage(void* borrowed, size_t nbytes, Device device)
+    : data_(borrowed), nbytes_(nbytes), device_(device), owned_(false) {}
+Storage::~Storage() {
+  if (owned_ && data_) backend_for(device_).deallocate(data_, nbytes_);
+}
+
+// ---- backend registry
+namespace {
+using BackendGetter = Backend* (*)(int);
+BackendGetter& getter(DeviceType t) {
+  static BackendGetter getters[2] = {nullptr, nullptr};
+  return getters[int(t)];
+}
+}  // namespace
+
+void register_backend(DeviceType type, Backend* (*get)(int index)) { getter(type) = get; }
+
+Backend& backend_for(Device device) {
+  BackendGetter g = getter(device.type);
+  if (!g) {
+    if (device.is_cuda())
+      throw Error(fmt::format("{}: this build of reel has no CUDA backend (configure with -DREEL_CUDA=ON)",
+                              device.str()));
+    throw Error("cpu: the CPU backend is not registered");
+  }
+  return *g(device.index);  // a getter throws Error for a device that is not present
+}
+
+}  // namespace reel

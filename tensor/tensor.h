@@ -1,0 +1,198 @@
+// Tensor: a handle to an n-dimensional array on a device. Copying a Tensor shares
+// its storage (as torch::Tensor does); views share storage through shape,
+// strides and offset. Differentiable methods record on the thread's tape.
+//
+//   Tensor x = reel::randn({64, 784});
+//   Tensor w = reel::zeros({10, 784}).requires_grad_();
+//   Tensor loss = reel::linear(x, w).relu().sum();
+//   loss.backward();            // w.grad() now holds d loss / d w
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "device.h"
+#include "dtype.h"
+#include "error.h"
+#include "ref.h"
+#include "shape.h"
+#include "storage.h"
+
+namespace reel {
+
+struct Node;  // autograd/node.h: one tape entry
+void ref_inc(Node* n);
+void ref_dec(Node* n);
+
+class TensorImpl : public RefCounted {
+ public:
+  Dims shape;
+  Dims strides;  // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::f32;
+  bool requires_grad = false;
+  uint32_t output_nr = 0;  // which output of grad_fn this is
+  Ref<Storage> storage;
+  Ref<Node> grad_fn;  // the tape entry that made this tensor; null for leaves
+  Ref<TensorImpl> grad;  // accumulated gradient of a leaf
+};
+inline void ref_inc(TensorImpl* t) { t->refs.fetch_add(1, std::memory_order_relaxed); }
+inline void ref_dec(TensorImpl* t) {
+  if (t->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete t;
+}
+
+class Tensor;
+// A tensor argument of an operator: carries the caller's line into `a + b`.
+struct TensorArg {
+  const Tensor& t;
+  Site site;
+  TensorArg(const Tensor& t, Site site = {}) : t(t), site(site) {}
+};
+// A scalar argument of an operator, likewise.
+struct ScalarArg {
+  double v;
+  Site site;
+  ScalarArg(double v, Site site = {}) : v(v), site(site) {}
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(Ref<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return bool(impl_); }
+  TensorImpl* impl() const { return impl_.get(); }
+
+  // ---- metadata
+  const Dims& shape() const { return impl_->shape; }
+  const Dims& sizes() const { return impl_->shape; }
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  int dim() const { return impl_->shape.size(); }
+  int64_t numel() const { return numel_of(impl_->shape); }
+  const Dims& strides() const { return impl_->strides; }
+  int64_t stride(int64_t dim) const;
+  int64_t offset() const { return impl_->offset; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device(); }
+  size_t element_size() const { return size_t(dtype_size(impl_->dtype)); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  const Ref<Storage>& storage() const { return impl_->storage; }
+
+  // ---- data (CPU tensors only for typed access)
+  void* data_ptr() const;  // address of element 0 (storage + offset)
+  template <typename T> T* data() const;  // checks dtype and device
+  template <typename T> T item() const;  // the value of a one-element tensor; syncs a GPU
+  template <typename T> std::vector<T> to_vector() const;  // all values, row-major
+
+  // ---- conversion and copies
+  Tensor to(Device device, Site site = {}) const;
+  Tensor to(DType dtype, Site site = {}) const;
+  Tensor cpu(Site site = {}) const { return to(kCPU, site); }
+  Tensor cuda(int index = 0, Site site = {}) const { return to(Device::cuda(index), site); }
+  Tensor contiguous(Site site = {}) const;
+  Tensor clone(Site site = {}) const;
+
+  // ---- views (share storage; differentiable)
+  Tensor reshape(const Dims& shape, Site site = {}) const;
+  Tensor view(const Dims& shape, Site site = {}) const;
+  Tensor transpose(int64_t d0, int64_t d1, Site site = {}) const;
+  Tensor t(Site site = {}) const;  // 2-D transpose
+  Tensor permute(const Dims& order, Site site = {}) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length, Site site = {}) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1, Site site = {}) const;
+  Tensor select(int64_t dim, int64_t index, Site site = {}) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor expand(const Dims& shape, Site site = {}) const;
+  Tensor expand_as(const Tensor& other, Site site = {}) const { return expand(other.shape(), site); }
+  Tensor squeeze(Site site = {}) const;
+  Tensor squeeze(int64_t dim, Site site = {}) const;
+  Tensor unsqueeze(int64_t dim, Site site = {}) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1, Site site = {}) const;
+
+  // ---- autograd
+  bool requires_grad() const { return impl_ && impl_->requires_grad; }
+  Tensor& requires_grad_(bool on = true, Site site = {});
+  bool is_leaf() const { return !impl_->grad_fn; }
+  Node* grad_fn() const { return impl_->grad_fn.get(); }
+  Tensor grad() const;  // undefined until a backward reaches this leaf
+  void set_grad(const Tensor& g);
+  Tensor detach() const;  // same storage, off the tape
+  // Gradient of this tensor w.r.t. every leaf that requires grad, accumulated into
+  // their .grad(). `gradient` defaults to 1 for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false, Site site = {}) const;
+
+  // ---- in-place (never recorded; refuse a leaf that requires grad while grad mode is on)
+  Tensor& zero_(Site site = {});
+  Tensor& fill_(double value, Site site = {});
+  Tensor& copy_(const Tensor& src, Site site = {});
+  Tensor& add_(const Tensor& other, double alpha = 1.0, Site site = {});
+  Tensor& mul_(double factor, Site site = {});
+
+  // ---- math as methods (the same as the free functions of autograd/ops.h)
+  Tensor sum(Site site = {}) const;
+  Tensor sum(const Dims& dims, bool keepdim = false, Site site = {}) const;
+  Tensor mean(Site site = {}) const;
+  Tensor mean(const Dims& dims, bool keepdim = false, Site site = {}) const;
+  Tensor max(Site site = {}) const;
+  Tensor max(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor argmax(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor exp(Site site = {}) const;
+  Tensor log(Site site = {}) const;
+  Tensor sqrt(Site site = {}) const;
+  Tensor abs(Site site = {}) const;
+  Tensor relu(Site site = {}) const;
+  Tensor sigmoid(Site site = {}) const;
+  Tensor tanh(Site site = {}) const;
+  Tensor pow(double exponent, Site site = {}) const;
+  Tensor matmul(const Tensor& other, Site site = {}) const;
+
+  std::string str() const;  // as PyTorch prints: values, shape, dtype, device
+
+ private:
+  Ref<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// ---- creation. `Options` picks dtype, device and requires_grad:
+//   reel::zeros({2, 3}, {.dtype = DType::f64, .device = Device::cuda()})
+struct Options {
+  DType dtype = DType::f32;
+  Device device = kCPU;
+  bool requires_grad = false;
+};
+
+Tensor empty(const Dims& shape, Options opt = {}, Site site = {});
+Tensor zeros(const Dims& shape, Options opt = {}, Site site = {});
+Tensor ones(const Dims& shape, Options opt = {}, Site site = {});
+Tensor full(const Dims& shape, double value, Options opt = {}, Site site = {});
+Tensor scalar_tensor(double value, Options opt = {}, Site site = {});
+Tensor arange(double start, double end, double step = 1.0, Options opt = {}, Site site = {});
+Tensor arange(int64_t end, Options opt = {.dtype = DType::i64}, Site site = {});
+Tensor zeros_like(const Tensor& t, Site site = {});
+Tensor ones_like(const Tensor& t, Site site = {});
+Tensor empty_like(const Tensor& t, Site site = {});
+Tensor full_like(const Tensor& t, double value, Site site = {});
+
+// From host values, copied; `shape` defaults to a 1-D tensor of all values.
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Dims& shape = {}, Options opt = {.dtype = dtype_of_v<T>}, Site site = {});
+Tensor tensor(std::initializer_list<double> values, Options opt = {}, Site site = {});
+Tensor tensor(std::initializer_list<std::vector<double>> rows, Options opt = {}, Site site = {});
+// Wraps caller-owned host memory without copying; the caller keeps it alive.
+Tensor from_blob(void* data, const Dims& shape, DType dtype, Site site = {});
+
+// ---- random numbers, from the device's seedable generator (Philox: the same
+// seed gives the same numbers on every device).
+void manual_seed(uint64_t seed);
+Tensor rand(const Dims& shape, Options opt = {}, Site site = {});   // U[0, 1)
+Tensor randn(const Dims& shape, Options opt = {}, Site site = {});  // N(0, 1)
+Tensor randint(int64_t low, int64_t high, const Dims& shape, Options opt = {.dtype = DType::i64}, Site site = {});
+Tensor randperm(int64_t n, Options opt = {.dtype = DType::i64}, Site site = {});
+Tensor& uniform_(Tensor& t, double low, double high, Site site = {});
+Tensor& normal_(Tensor& t, double mean, double std, Site site = {});
+
+}  // namespace reel
