@@ -4,3 +4,11 @@
 #include "autograd/grad_mode.h" // NoGradGuard, no_grad
 #include "autograd/ops.h"       // the differentiable ops and C++ operators
 #include "autograd/tape.h"      // the tape: backward, autograd::grad, printing
+#include "tensor/safetensors.h" // safetensors files: save, load, parse
+#include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
+#include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
+#include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss
+#include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers
+#include "optim/optimizer.h"    // optim::Optimizer base, param groups, clip_grad_norm
+#include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop
+#include "optim/scheduler.h"    // optim::StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR, LinearWarmup

@@ -164,8 +164,14 @@ class Backend {
   virtual void scatter_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) = 0;
 
   // ---- optimizers: one fused pass over all parameters of this device. For each i:
-  // params[i] -= update(grads[i], state tensors); state1/state2/state3 as the kind needs
-  // (momentum buffer; exp_avg, exp_avg_sq; square_avg, grad_avg) or empty.
+  // params[i] -= update(grads[i], state tensors), in place, PyTorch's update rules
+  // (optim/optimizers.h). params, grads and state tensors are contiguous, of one
+  // shape and dtype per i. State vectors as the kind needs, else empty:
+  //   sgd:     state1 momentum buffer (when momentum != 0; first_step: buffer = g)
+  //   adam, adamw: state1 exp_avg, state2 exp_avg_sq
+  //   adamax:  state1 exp_avg, state2 exp_inf
+  //   rmsprop: state1 square_avg, state2 grad_avg (when centered), state3 momentum
+  //            buffer (when momentum > 0)
   virtual void optim_step(const OptimStep& step, const std::vector<Tensor>& params,
                           const std::vector<Tensor>& grads, const std::vector<Tensor>& state1,
                           const std::vector<Tensor>& state2, const std::vector<Tensor>& state3) = 0;

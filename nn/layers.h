@@ -1,0 +1,264 @@
+// The layers: each a plain Module whose public tensors are its parameters and
+// buffers, initialised as PyTorch initialises them. Shapes in and out are in the
+// comment above each class.
+//
+//   nn::Sequential mlp{nn::Linear(784, 128), nn::ReLU(), nn::Linear(128, 10)};
+//   nn::Conv2d conv(1, 32, 3, {.stride = 1, .padding = 1});
+//   Tensor y = mlp(x.flatten(1));
+#pragma once
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "../autograd/ops.h"
+#include "module.h"
+
+namespace reel::nn {
+
+// A pair of sizes (height, width) written as one number when both are equal:
+// `.stride = 2` or `.padding = {1, 2}`.
+struct Size2 {
+  int64_t h = 0, w = 0;
+  Size2(int64_t both = 0) : h(both), w(both) {}
+  Size2(int64_t h, int64_t w) : h(h), w(w) {}
+};
+
+// y = x W^T + b. x [*, in] -> y [*, out]; weight [out, in], bias [out].
+// Init: weight kaiming_uniform(a = sqrt 5), bias U(-1/sqrt(in), 1/sqrt(in)).
+struct LinearOptions {
+  bool bias = true;
+};
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, LinearOptions opt = {});
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+  void reset_parameters();
+
+  Tensor weight, bias;  // bias undefined when opt.bias is false
+  int64_t in_features, out_features;
+};
+
+// 2-D convolution. x [N, C_in, H, W] -> y [N, C_out, H_out, W_out],
+// H_out = (H + 2 padding - dilation (k - 1) - 1) / stride + 1.
+// weight [C_out, C_in / groups, kh, kw], bias [C_out]; init as Linear with fan_in = C_in/groups * kh * kw.
+struct Conv2dOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dOptions opt = {});
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Conv2d"; }
+  std::string extra_repr() const override;
+  void reset_parameters();
+
+  Tensor weight, bias;
+  int64_t in_channels, out_channels;
+  Size2 kernel_size;
+  Conv2dOptions options;
+};
+
+// Max / average pooling over windows. x [N, C, H, W] -> [N, C, H_out, W_out],
+// H_out = (H + 2 padding - k) / stride + 1. stride 0 means the kernel size (PyTorch's default).
+struct Pool2dOptions {
+  Size2 stride = 0;
+  Size2 padding = 0;
+  bool count_include_pad = true;  // AvgPool2d only: padded zeros count in the average
+};
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(Size2 kernel_size, Pool2dOptions opt = {});
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "MaxPool2d"; }
+  std::string extra_repr() const override;
+  Size2 kernel_size;
+  Pool2dOptions options;
+};
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Size2 kernel_size, Pool2dOptions opt = {});
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "AvgPool2d"; }
+  std::string extra_repr() const override;
+  Size2 kernel_size;
+  Pool2dOptions options;
+};
+// x [N, C, H, W] -> [N, C, out.h, out.w], averaging adaptive windows.
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Size2 output_size);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override;
+  Size2 output_size;
+};
+
+// Batch normalisation per channel. BatchNorm1d: x [N, C] or [N, C, L]; BatchNorm2d:
+// x [N, C, H, W]; y has x's shape. Training normalises with the batch statistics and
+// updates running_mean/running_var (unbiased variance) by `momentum` (nullopt: a
+// cumulative average over num_batches_tracked, as PyTorch's momentum=None); eval
+// normalises with the running statistics. weight 1, bias 0; running_mean 0, running_var 1.
+struct BatchNormOptions {
+  double eps = 1e-5;
+  std::optional<double> momentum = 0.1;
+  bool affine = true;               // learnable weight and bias [C]
+  bool track_running_stats = true;  // else batch statistics in eval too, and no buffers
+};
+class BatchNorm : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  void reset_parameters();
+  void reset_running_stats();
+
+  Tensor weight, bias;  // [C], when affine
+  Tensor running_mean, running_var;  // [C] f32, when tracking
+  Tensor num_batches_tracked;  // [] i64, when tracking
+  int64_t num_features;
+  BatchNormOptions options;
+
+ protected:
+  BatchNorm(int64_t num_features, BatchNormOptions opt, int min_dim, int max_dim);
+  int min_dim_, max_dim_;
+};
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions opt = {}) : BatchNorm(num_features, opt, 2, 3) {}
+  std::string type_name() const override { return "BatchNorm1d"; }
+};
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions opt = {}) : BatchNorm(num_features, opt, 4, 4) {}
+  std::string type_name() const override { return "BatchNorm2d"; }
+};
+
+// Layer normalisation over the trailing dims `normalized_shape`; y has x's shape.
+// weight 1, bias 0, each of shape normalized_shape.
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+};
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Dims normalized_shape, LayerNormOptions opt = {});
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  Dims normalized_shape;
+  LayerNormOptions options;
+};
+
+// Zeroes elements with probability p and scales the rest by 1/(1-p) in training;
+// the identity in eval.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+  double p;
+};
+
+// Activations: elementwise, y has x's shape. GELU is the tanh approximation
+// (PyTorch's GELU(approximate='tanh')).
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "ReLU"; }
+};
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override { return "approximate='tanh'"; }
+};
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Tanh"; }
+};
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Sigmoid"; }
+};
+
+// Merges dims start_dim..end_dim: [N, C, H, W] -> [N, C*H*W] by default.
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Flatten"; }
+  std::string extra_repr() const override;
+  int64_t start_dim, end_dim;
+};
+
+// A lookup table: indices (i64, any shape S) -> [S..., embedding_dim]. weight
+// [num_embeddings, embedding_dim] ~ N(0, 1).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Tensor forward(const Tensor& indices) override;
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+  Tensor weight;
+  int64_t num_embeddings, embedding_dim;
+};
+
+// Runs its modules in order, each on the previous one's output. Owns them; they are
+// its children "0", "1", ... (checkpoint keys "0.weight", as in PyTorch).
+//   nn::Sequential seq{nn::Linear(4, 8), nn::ReLU()};
+//   seq.add(nn::Linear(8, 2));
+//   nn::Linear& first = seq.at<nn::Linear>(0);
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  template <typename... M>
+    requires(sizeof...(M) > 0 && (std::derived_from<std::remove_cvref_t<M>, Module> && ...) &&
+             (!std::is_lvalue_reference_v<M> && ...))
+  explicit Sequential(M&&... modules) {
+    (add(std::move(modules)), ...);
+  }
+  Sequential(Sequential&&) noexcept = default;
+  Sequential& operator=(Sequential&&) noexcept = default;
+
+  // Appends a module (moved in) and returns a reference to it, stable for the
+  // Sequential's lifetime.
+  template <typename M>
+    requires(std::derived_from<std::remove_cvref_t<M>, Module> && !std::is_lvalue_reference_v<M>)
+  std::remove_cvref_t<M>& add(M&& module) {
+    auto owned = std::make_unique<std::remove_cvref_t<M>>(std::move(module));
+    auto& ref = *owned;
+    append(std::move(owned));
+    return ref;
+  }
+  void append(std::unique_ptr<Module> module);
+
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Sequential"; }
+  size_t size() const { return modules_.size(); }
+  Module& operator[](size_t i) const;  // throws Error when out of range
+  // The i-th module as its own type; throws Error when it is another type.
+  template <typename M>
+  M& at(size_t i) const {
+    auto* m = dynamic_cast<M*>(&(*this)[i]);
+    if (!m) wrong_type(i);
+    return *m;
+  }
+
+ private:
+  [[noreturn]] void wrong_type(size_t i) const;
+  std::vector<Module*> modules_;
+};
+
+}  // namespace reel::nn

@@ -1,0 +1,90 @@
+// The optimizers, with PyTorch 1.13's update rules and defaults. g is the gradient
+// (negated when maximize), p the parameter, t the step count (from 1).
+//
+//   optim::SGD sgd(model.parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+//   optim::AdamW adamw(model.parameters(), {.lr = 1e-3, .weight_decay = 0.05});
+#pragma once
+#include <utility>
+
+#include "optimizer.h"
+
+namespace reel::optim {
+
+// g += wd p; b = t == 1 ? g : momentum b + (1 - dampening) g;
+// g = nesterov ? g + momentum b : b (when momentum != 0); p -= lr g
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;  // needs momentum > 0 and dampening 0
+  bool maximize = false;
+};
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions opt = {});
+  SGD(std::vector<ParamGroup> groups, SGDOptions opt = {});
+};
+
+// g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+struct AdamOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0;
+  bool maximize = false;
+};
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions opt = {});
+  Adam(std::vector<ParamGroup> groups, AdamOptions opt = {});
+};
+
+// Adam with decoupled weight decay: p *= 1 - lr wd first, and g is not decayed.
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool maximize = false;
+};
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Tensor> params, AdamWOptions opt = {});
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions opt = {});
+};
+
+// g += wd p; m = b1 m + (1 - b1) g; u = max(b2 u, |g| + eps); p -= lr / (1 - b1^t) * m / u
+struct AdamaxOptions {
+  double lr = 2e-3;
+  std::pair<double, double> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0;
+  bool maximize = false;
+};
+class Adamax : public Optimizer {
+ public:
+  Adamax(std::vector<Tensor> params, AdamaxOptions opt = {});
+  Adamax(std::vector<ParamGroup> groups, AdamaxOptions opt = {});
+};
+
+// g += wd p; v = alpha v + (1 - alpha) g^2; centered: a = alpha a + (1 - alpha) g,
+// d = sqrt(v - a^2) + eps, else d = sqrt(v) + eps;
+// momentum > 0: b = momentum b + g / d, p -= lr b; else p -= lr g / d
+struct RMSpropOptions {
+  double lr = 1e-2;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  double momentum = 0;
+  bool centered = false;
+  bool maximize = false;
+};
+class RMSprop : public Optimizer {
+ public:
+  RMSprop(std::vector<Tensor> params, RMSpropOptions opt = {});
+  RMSprop(std::vector<ParamGroup> groups, RMSpropOptions opt = {});
+};
+
+}  // namespace reel::optim
