@@ -1,0 +1,60 @@
+// W5: define-by-run overhead. Tensors of 8 floats requiring grad, a chain of 300
+// elementwise ops (add scalar, mul by tensor, relu, tanh, cycling), then
+// sum().backward(). Reports µs per op: forward while recording, backward, forward
+// under no-grad. The work per op is 8 floats, so this measures the framework alone.
+#include <reel/reel.h>
+
+#include "bench_util.h"
+
+namespace {
+constexpr int kOps = 300;
+
+reel::Tensor chain(const reel::Tensor& x, const reel::Tensor& w) {
+  reel::Tensor y = x;
+  for (int i = 0; i < kOps; ++i) {
+    switch (i % 4) {
+      case 0: y = y + 0.5; break;
+      case 1: y = y * w; break;
+      case 2: y = reel::relu(y); break;
+      default: y = reel::tanh(y); break;
+    }
+  }
+  return y;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Args args = bench::parse_args(argc, argv);
+  reel::manual_seed(0);
+  reel::Tensor x = reel::randn({8}).requires_grad_();
+  reel::Tensor w = reel::randn({8}).requires_grad_();
+  int iters = 200;
+  std::vector<double> fwd, bwd, nograd;
+  for (int rep = 0; rep < args.reps + 2; ++rep) {  // two warm-up repetitions
+    double f = 0, b = 0, n = 0;
+    for (int it = 0; it < iters; ++it) {
+      double t0 = bench::now_s();
+      reel::Tensor loss = chain(x, w).sum();
+      double t1 = bench::now_s();
+      loss.backward();
+      double t2 = bench::now_s();
+      f += t1 - t0;
+      b += t2 - t1;
+    }
+    {
+      reel::NoGradGuard guard;
+      double t0 = bench::now_s();
+      for (int it = 0; it < iters; ++it) (void)chain(x, w).sum();
+      n = bench::now_s() - t0;
+    }
+    if (rep < 2) continue;
+    double per_op = 1e6 / double(iters * (kOps + 1));
+    fwd.push_back(f * per_op);
+    bwd.push_back(b * per_op);
+    nograd.push_back(n * per_op);
+  }
+  bench::report(args, "W5", "reel", "cpu", "forward_record_us_per_op", bench::stats_of(fwd));
+  bench::report(args, "W5", "reel", "cpu", "backward_us_per_op", bench::stats_of(bwd));
+  bench::report(args, "W5", "reel", "cpu", "forward_nograd_us_per_op", bench::stats_of(nograd));
+  return 0;
+}

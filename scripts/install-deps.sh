@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs with apt-get whatever of reel's Debian 12 build dependencies is missing.
+# Usage: scripts/install-deps.sh [--data] [--bench]
+#   --data   also Fashion-MNIST (dataset-fashion-mnist)
+#   --bench  also the peers the benchmarks compare against (PyTorch, libtorch, OpenBLAS)
+set -euo pipefail
+pkgs=(cmake ninja-build g++ libdnnl-dev libfmt-dev catch2 zlib1g-dev)
+for arg in "$@"; do
+  case "$arg" in
+    --data) pkgs+=(dataset-fashion-mnist) ;;
+    --bench) pkgs+=(python3-torch libtorch-dev libopenblas0-pthread) ;;
+    *) echo "install-deps.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q || true  # a stale list can still resolve; install decides
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
