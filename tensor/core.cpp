@@ -189,8 +189,11 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 }
 Storage::Storage(void* borrowed, size_t nbytes, Device device)
     : data_(borrowed), nbytes_(nbytes), device_(device), owned_(false) {}
+Storage::Storage(void* data, size_t nbytes, Device device, Release release)
+    : data_(data), nbytes_(nbytes), device_(device), owned_(false), release_(release) {}
 Storage::~Storage() {
-  if (owned_ && data_) backend_for(device_).deallocate(data_, nbytes_);
+  if (release_) release_(data_, nbytes_);
+  else if (owned_ && data_) backend_for(device_).deallocate(data_, nbytes_);
 }
 
 // ---- backend registry
@@ -208,7 +211,8 @@ Backend& backend_for(Device device) {
   BackendGetter g = getter(device.type);
   if (!g) {
     if (device.is_cuda())
-      throw Error(fmt::format("{}: this build of reel has no CUDA backend (configure with -DREEL_CUDA=ON)",
+      throw Error(fmt::format("{}: no CUDA device: this build of reel has no CUDA backend "
+                              "(configure with -DREEL_CUDA=ON)",
                               device.str()));
     throw Error("cpu: the CPU backend is not registered");
   }

@@ -14,6 +14,10 @@ class Storage : public RefCounted {
   Storage(size_t nbytes, Device device);
   // Wraps memory the caller owns and keeps alive (no free on destruction).
   Storage(void* borrowed, size_t nbytes, Device device);
+  // Takes memory allocated outside the backend (pinned host memory from cuda/), freed
+  // by `release(data, nbytes)` on destruction.
+  using Release = void (*)(void* data, size_t nbytes);
+  Storage(void* data, size_t nbytes, Device device, Release release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -30,6 +34,7 @@ class Storage : public RefCounted {
   size_t nbytes_ = 0;
   Device device_;
   bool owned_ = true;
+  Release release_ = nullptr;
   std::atomic<uint32_t> version_{0};
 };
 
