@@ -18,11 +18,5 @@ void CpuBackend::layer_norm_forward(const Tensor&, const Tensor&, const Tensor&,
 void CpuBackend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) { PENDING(ln); }
 void CpuBackend::softmax_forward(const Tensor&, const Tensor&, int, bool) { PENDING(softmax); }
 void CpuBackend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, int, bool) { PENDING(softmax); }
-void CpuBackend::cross_entropy_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, int64_t) { PENDING(ce); }
-void CpuBackend::cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, int64_t) { PENDING(ce); }
-void CpuBackend::index_select(const Tensor&, const Tensor&, int, const Tensor&) { PENDING(index); }
-void CpuBackend::index_add(const Tensor&, int, const Tensor&, const Tensor&) { PENDING(index); }
-void CpuBackend::gather(const Tensor&, const Tensor&, int, const Tensor&) { PENDING(index); }
-void CpuBackend::scatter_add(const Tensor&, int, const Tensor&, const Tensor&) { PENDING(index); }
 void CpuBackend::optim_step(const OptimStep&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&) { PENDING(optim); }
 }

@@ -1,0 +1,36 @@
+// Dropout: randomness in the graph. The mask comes from reel::rand, so a seed fixes it.
+#include <cmath>
+
+#include "op_support.h"
+#include "ops.h"
+
+namespace reel {
+
+// y = x m, m_i = [u_i >= p] / (1 - p) with u_i ~ U[0, 1); dx = g m.
+// Identity (x itself) when !training or p == 0; p == 1 gives zeros.
+Tensor dropout(const Tensor& x, double p, bool training, Site site) {
+  OpScope op("dropout", site);
+  check_defined(op, x, "the input");
+  check_floating(op, x, "the input");
+  if (!(p >= 0.0 && p <= 1.0)) fail(op.op, fmt::format("expected p in [0, 1], got {}", p), op.site);
+  if (!training || p == 0.0) return x;
+  Tensor mask = new_like(x);
+  if (p == 1.0) {
+    if (mask.numel()) backend_of(x).fill(mask, 0.0);
+  } else if (mask.numel()) {
+    Tensor u = rand(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    Tensor keep = new_tensor(x.shape(), DType::boolean, x.device());
+    backend_of(x).unary(UnaryOp::ge_scalar, keep, u, p);
+    backend_of(x).copy(mask, keep);
+    backend_of(x).unary(UnaryOp::mul_scalar, mask, mask, 1.0 / (1.0 - p));
+  }
+  Tensor y = new_like(x);
+  if (y.numel()) backend_of(x).binary(BinaryOp::mul, y, x, mask);
+  if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
+        gi[0] = mul(g[0], n.saved_tensor(0));
+      }, {&x}, {&y}))
+    n->save(mask);
+  return y;
+}
+
+}  // namespace reel

@@ -1,0 +1,162 @@
+// Losses: cross_entropy (one fused kernel each way), nll_loss, mse_loss,
+// binary_cross_entropy_with_logits. Each gives per-element losses and then
+// reduces them (none / mean / sum) with the ordinary differentiable ops.
+//
+// Conventions, as PyTorch's, except where said:
+// - label_smoothing eps: loss = (1 - eps) nll + eps mean_c(-log p_c);
+// - rows whose label is ignore_index give 0 loss and 0 gradient and do not count in
+//   the mean's denominator (all rows ignored: the mean is 0/0 = nan, as PyTorch);
+// - an empty batch (N = 0) is an Error for cross_entropy and nll_loss (PyTorch gives
+//   nan for the mean): an empty batch in a training loop is a data bug worth naming;
+// - mse_loss and binary_cross_entropy_with_logits need input and target of one shape
+//   and dtype (no silent broadcast).
+#include <cmath>
+
+#include "op_support.h"
+#include "ops.h"
+
+namespace reel {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+// Checks the [N, C] scores and i64 [N] labels of a classification loss. Returns the
+// number of rows not ignored when the labels are on the CPU (read on the host), else -1.
+int64_t check_classes(const OpScope& op, const Tensor& scores, const Tensor& labels, const CrossEntropyOptions& opt,
+                      const char* what) {
+  check_defined(op, scores, what);
+  check_defined(op, labels, "the labels");
+  check_same_device(op, scores, labels);
+  check_floating(op, scores, what);
+  if (scores.dim() != 2)
+    fail(op.op, fmt::format("expected {} of shape [N, C], got {}", what, scores.shape().str()), op.site);
+  check_dtype(op, labels, DType::i64, "the labels");
+  const int64_t N = scores.shape()[0], C = scores.shape()[1];
+  if (labels.dim() != 1 || labels.shape()[0] != N)
+    fail(op.op, fmt::format("expected labels of shape [{}] for {} {}, got labels {}", N, what, scores.shape().str(),
+                            labels.shape().str()), op.site);
+  if (N == 0) fail(op.op, fmt::format("expected a non-empty batch, got {} {}", what, scores.shape().str()), op.site);
+  if (C == 0) fail(op.op, fmt::format("expected at least one class, got {} {}", what, scores.shape().str()), op.site);
+  if (!(opt.label_smoothing >= 0.0 && opt.label_smoothing <= 1.0))
+    fail(op.op, fmt::format("label_smoothing must be in [0, 1], got {}", opt.label_smoothing), op.site);
+  if (!labels.device().is_cpu()) return -1;
+  Tensor host = labels.contiguous();
+  const int64_t* y = host.data<int64_t>();
+  int64_t kept = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (y[n] == opt.ignore_index) continue;
+    if (y[n] < 0 || y[n] >= C)
+      fail(op.op, fmt::format("label {} (row {}) is out of range for {} classes: expected 0 to {} or ignore_index {}",
+                              y[n], n, C, C - 1, opt.ignore_index), op.site);
+    ++kept;
+  }
+  return kept;
+}
+
+// Reduces per-row losses [N]; the mean divides by the rows not ignored.
+Tensor reduce_rows(const Tensor& losses, const Tensor& labels, const CrossEntropyOptions& opt, int64_t kept) {
+  switch (opt.reduction) {
+    case Reduction::none: return losses;
+    case Reduction::sum: return sum(losses);
+    case Reduction::mean: break;
+  }
+  if (kept == losses.numel()) return mean(losses);
+  if (kept >= 0) return mul(sum(losses), kept ? 1.0 / double(kept) : std::nan(""));
+  return div(sum(losses), sum(ne(labels, double(opt.ignore_index))).to(losses.dtype()));  // counted on the device
+}
+
+Tensor reduce_all(const Tensor& losses, Reduction r) {
+  switch (r) {
+    case Reduction::none: return losses;
+    case Reduction::sum: return sum(losses);
+    case Reduction::mean: break;
+  }
+  return mean(losses);
+}
+
+void check_pair(const OpScope& op, const Tensor& input, const Tensor& target) {
+  check_defined(op, input, "the input");
+  check_defined(op, target, "the target");
+  check_same_device(op, input, target);
+  check_floating(op, input, "the input");
+  if (!(input.shape() == target.shape()))
+    fail(op.op, fmt::format("expected input and target of one shape, got input {} and target {}",
+                            input.shape().str(), target.shape().str()), op.site);
+  if (input.dtype() != target.dtype())
+    fail(op.op, fmt::format("expected input and target of one dtype, got input {} and target {}", describe(input),
+                            describe(target)), op.site);
+}
+
+}  // namespace
+
+// loss_n = lse_n - (1-eps) x[n, y_n] - (eps/C) sum_c x[n, c];
+// dx[n, c] = g_n (softmax(x_n)_c - (1-eps) [c == y_n] - eps/C), 0 on ignored rows
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOptions opt, Site site) {
+  OpScope op("cross_entropy", site);
+  int64_t kept = check_classes(op, logits, labels, opt, "logits");
+  const int64_t N = logits.shape()[0];
+  Tensor losses = new_tensor({N}, logits.dtype(), logits.device());
+  Tensor lse = new_tensor({N}, logits.dtype(), logits.device());
+  backend_of(logits).cross_entropy_forward(losses, lse, logits, labels, opt.label_smoothing, opt.ignore_index);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor x = n.saved_tensor(0), lse = n.saved_tensor(1), y = n.saved_tensor(2);
+        Tensor gx = new_tensor(x.shape(), x.dtype(), x.device());
+        backend_of(x).cross_entropy_backward(gx, g[0], x, lse, y, n.scalars[0], n.ints[0]);
+        gi[0] = gx;
+      }, {&logits}, {&losses})) {
+    n->save(logits);
+    n->save(lse);
+    n->save(labels);
+    n->scalars[0] = opt.label_smoothing;
+    n->ints[0] = opt.ignore_index;
+  }
+  return reduce_rows(losses, labels, opt, kept);
+}
+
+// loss_n = -(1-eps) lp[n, y_n] - (eps/C) sum_c lp[n, c], composed of gather, sum and where
+// (their gradients compose to dlp = -g_n ((1-eps) [c == y_n] + eps/C))
+Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptions opt, Site site) {
+  OpScope op("nll_loss", site);
+  int64_t kept = check_classes(op, log_probs, labels, opt, "log_probs");
+  const int64_t C = log_probs.shape()[1];
+  Tensor valid = ne(labels, double(opt.ignore_index));
+  Tensor safe = where(valid, labels, zeros_like(labels));  // ignored rows pick class 0, then are zeroed
+  Tensor losses = mul(gather(log_probs, 1, safe.unsqueeze(1)).squeeze(1), opt.label_smoothing - 1.0);
+  if (opt.label_smoothing != 0.0) losses = sub(losses, mul(sum(log_probs, {1}), opt.label_smoothing / double(C)));
+  if (kept != log_probs.shape()[0]) losses = where(valid, losses, zeros_like(losses));
+  return reduce_rows(losses, labels, opt, kept);
+}
+
+// loss = (input - target)^2; composed of sub and square
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, Site site) {
+  OpScope op("mse_loss", site);
+  check_pair(op, input, target);
+  return reduce_all(square(sub(input, target)), reduction);
+}
+
+// loss = max(x, 0) - x t + log(1 + e^-|x|)  (never exponentiates a positive number);
+// dx = g (sigmoid(x) - t), dt = -g x
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
+                                        Site site) {
+  OpScope op("binary_cross_entropy_with_logits", site);
+  check_pair(op, logits, target);
+  Tensor losses;
+  {
+    NoGradGuard forward_only;  // the rule below is the whole gradient
+    Tensor e = exp(neg(abs(logits)));
+    Tensor softplus = new_like(e);
+    if (e.numel()) backend_of(e).unary(UnaryOp::log1p, softplus, e);
+    losses = add(sub(relu(logits), mul(logits, target)), softplus);
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor x = n.saved_tensor(0);
+        if (n.needs_grad(0)) gi[0] = mul(g[0], sub(sigmoid(x), n.saved_tensor(1)));
+        if (n.needs_grad(1)) gi[1] = neg(mul(g[0], x));
+      }, {&logits, &target}, {&losses})) {
+    n->save(logits);
+    n->save(target);
+  }
+  return reduce_all(losses, reduction);
+}
+
+}  // namespace reel

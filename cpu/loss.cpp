@@ -1,0 +1,151 @@
+// Fused softmax cross-entropy on logits [N, C] (any strides) and i64 labels [N].
+// Forward: per row, max, log-sum-exp and the (smoothed) loss in two passes over a
+// row that stays in L1; the softmax is never written out. Backward: one pass that
+// recomputes exp(x - lse) and writes the gradient. Both are memory-bound: logits are
+// read from memory once per call, and the f32 exp is a polynomial the compiler vectorises.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu_backend.h"
+#include "loops.h"
+
+namespace reel::cpu {
+namespace {
+
+// e^x for f32 in a form `omp simd` vectorises (Cephes expf: x = n ln2 + r, e^r by a
+// degree-6 polynomial, 2^n by building the exponent bits); about 1 ulp. Inputs below
+// -87 flush to e^-87 (the callers only need x <= 0 and only relative to a sum >= 1).
+inline float exp_f32(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e = p * r * r + r + 1.0f;
+  return e * std::bit_cast<float>((int32_t(n) + 127) << 23);
+}
+
+template <typename T>
+inline T exp_t(T x) {
+  if constexpr (std::is_same_v<T, float>) return exp_f32(x);
+  else return std::exp(x);
+}
+
+// max and log-sum-exp of one row of C values at stride `s` (s == 1: the vectorised path)
+template <typename T>
+inline T row_lse(const T* x, int64_t C, int64_t s) {
+  T m = -std::numeric_limits<T>::infinity();
+  T sum = 0;
+  if (s == 1) {
+#pragma omp simd reduction(max : m)
+    for (int64_t c = 0; c < C; ++c) m = x[c] > m ? x[c] : m;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < C; ++c) sum += exp_t<T>(x[c] - m);
+  } else {
+    for (int64_t c = 0; c < C; ++c) m = x[c * s] > m ? x[c * s] : m;
+    for (int64_t c = 0; c < C; ++c) sum += exp_t<T>(x[c * s] - m);
+  }
+  if (std::isinf(m)) return m;  // a row of -inf (or one +inf) logits: lse is that infinity
+  return m + std::log(sum);
+}
+
+template <typename T>
+inline T row_sum(const T* x, int64_t C, int64_t s) {
+  T sum = 0;
+  if (s == 1) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < C; ++c) sum += x[c];
+  } else {
+    for (int64_t c = 0; c < C; ++c) sum += x[c * s];
+  }
+  return sum;
+}
+
+// loss_n = lse - (1-eps) x[y] - (eps/C) sum_c x[c]   (= (1-eps) nll + eps mean_c(-log p_c))
+template <typename T>
+void ce_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& labels, double eps,
+                int64_t ignore) {
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  const int64_t rs = logits.strides()[0], cs = logits.strides()[1];
+  const T* x = logits.data<T>();
+  const int64_t* y = labels.data<int64_t>();
+  const int64_t ys = labels.strides()[0];
+  T* out = losses.data<T>();
+  T* l = lse.data<T>();
+  const T on = T(1 - eps), off = T(eps / double(C));
+#pragma omp parallel for schedule(static) if (N * C >= kParallelGrain && N > 1)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* row = x + n * rs;
+    T v = row_lse(row, C, cs);
+    l[n] = v;
+    int64_t label = y[n * ys];
+    if (label == ignore) {
+      out[n] = 0;
+      continue;
+    }
+    T loss = v - on * row[label * cs];
+    if (off != T(0)) loss -= off * row_sum(row, C, cs);
+    out[n] = loss;
+  }
+}
+
+// g[n, c] = gloss[n] (exp(x[n, c] - lse[n]) - (1-eps) [c == y[n]] - eps/C); 0 on ignored rows
+template <typename T>
+void ce_backward(const Tensor& glogits, const Tensor& glosses, const Tensor& logits, const Tensor& lse,
+                 const Tensor& labels, double eps, int64_t ignore) {
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  const int64_t rs = logits.strides()[0], cs = logits.strides()[1];
+  const int64_t grs = glogits.strides()[0], gcs = glogits.strides()[1];
+  const T* x = logits.data<T>();
+  const T* gl = glosses.data<T>();
+  const int64_t gs = glosses.strides()[0];  // 0 when the upstream gradient is a broadcast scalar (mean, sum)
+  const T* l = lse.data<T>();
+  const int64_t ls = lse.strides()[0];
+  const int64_t* y = labels.data<int64_t>();
+  const int64_t ys = labels.strides()[0];
+  T* g = glogits.data<T>();
+  const T on = T(1 - eps), off = T(eps / double(C));
+#pragma omp parallel for schedule(static) if (N * C >= kParallelGrain && N > 1)
+  for (int64_t n = 0; n < N; ++n) {
+    T* grow = g + n * grs;
+    int64_t label = y[n * ys];
+    if (label == ignore) {  // written as zero, not 0 * g: g may be inf/nan when every row is ignored
+      for (int64_t c = 0; c < C; ++c) grow[c * gcs] = 0;
+      continue;
+    }
+    const T* row = x + n * rs;
+    const T scale = gl[n * gs], v = l[n * ls], shift = off * scale;
+    if (cs == 1 && gcs == 1) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) grow[c] = scale * exp_t<T>(row[c] - v) - shift;
+    } else {
+      for (int64_t c = 0; c < C; ++c) grow[c * gcs] = scale * exp_t<T>(row[c * cs] - v) - shift;
+    }
+    grow[label * gcs] -= on * scale;
+  }
+}
+
+}  // namespace
+
+void CpuBackend::cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                                       const Tensor& labels, double label_smoothing, int64_t ignore_index) {
+  dispatch_float(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    ce_forward<T>(losses, lse, logits, labels, label_smoothing, ignore_index);
+  });
+}
+
+void CpuBackend::cross_entropy_backward(const Tensor& glogits, const Tensor& glosses, const Tensor& logits,
+                                        const Tensor& lse, const Tensor& labels, double label_smoothing,
+                                        int64_t ignore_index) {
+  dispatch_float(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    ce_backward<T>(glogits, glosses, logits, lse, labels, label_smoothing, ignore_index);
+  });
+}
+
+}  // namespace reel::cpu
