@@ -2,7 +2,6 @@
 #include "cpu_backend.h"
 namespace reel::cpu {
 #define PENDING(name) throw Error(#name ": pending")
-void CpuBackend::matmul(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) { PENDING(matmul); }
 void CpuBackend::conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const ConvParams&, bool) { PENDING(conv); }
 void CpuBackend::conv2d_backward_data(const Tensor&, const Tensor&, const Tensor&, const ConvParams&) { PENDING(conv); }
 void CpuBackend::conv2d_backward_weight(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const ConvParams&) { PENDING(conv); }
@@ -18,5 +17,4 @@ void CpuBackend::layer_norm_forward(const Tensor&, const Tensor&, const Tensor&,
 void CpuBackend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) { PENDING(ln); }
 void CpuBackend::softmax_forward(const Tensor&, const Tensor&, int, bool) { PENDING(softmax); }
 void CpuBackend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, int, bool) { PENDING(softmax); }
-void CpuBackend::optim_step(const OptimStep&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&) { PENDING(optim); }
 }

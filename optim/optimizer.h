@@ -84,6 +84,7 @@ class Optimizer {
     Tensor s1, s2, s3;  // as OptimStep's kind needs (see Backend::optim_step)
     int64_t step = 0;
   };
+  static bool needs(const OptimStep& h, int slot);
   void make_state(const Group& g, const Tensor& p, ParamState& st) const;
 
   std::string name_;
@@ -94,7 +95,8 @@ class Optimizer {
 
 // Scales the gradients of `params` so that their joint norm (of order norm_type:
 // 2, or INFINITY for the max-norm) is at most max_norm, and returns the norm they
-// had before, as a [] f32 tensor on their device (no host sync). As PyTorch:
+// had before, as a [] tensor of the first gradient's dtype and device (no host
+// sync; [] f32 0 when no parameter has a gradient). As PyTorch:
 // grads *= min(1, max_norm / (total_norm + 1e-6)). Parameters without a gradient are skipped.
 Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                       Site site = {});

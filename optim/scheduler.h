@@ -39,6 +39,9 @@ class LRScheduler {
   Optimizer* opt_;
   std::vector<double> base_lrs_;
   int64_t last_epoch_ = 0;
+
+ private:
+  friend class LinearWarmup;  // drives the scheduler it wraps
 };
 
 // lr = base gamma^floor(t / step_size)

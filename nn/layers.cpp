@@ -1,0 +1,308 @@
+// The layers: construction with PyTorch's default initialisation, argument checks
+// that name the layer, and forward calls into the ops of autograd/ops.h.
+#include "layers.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "../autograd/grad_mode.h"
+#include "../tensor/backend.h"
+#include "init.h"
+
+namespace reel::nn {
+
+namespace {
+void check_positive(const char* layer, const char* what, int64_t v) {
+  if (v <= 0) throw Error(fmt::format("{}: {} must be positive, got {}", layer, what, v));
+}
+void check_positive(const char* layer, const char* what, Size2 v) {
+  if (v.h <= 0 || v.w <= 0) throw Error(fmt::format("{}: {} must be positive, got ({}, {})", layer, what, v.h, v.w));
+}
+void check_nonnegative(const char* layer, const char* what, Size2 v) {
+  if (v.h < 0 || v.w < 0) throw Error(fmt::format("{}: {} must be >= 0, got ({}, {})", layer, what, v.h, v.w));
+}
+std::string pair_str(Size2 s) { return fmt::format("({}, {})", s.h, s.w); }
+const char* py_bool(bool b) { return b ? "True" : "False"; }
+
+// PyTorch's default for Linear and Conv: weight kaiming_uniform(a = sqrt 5), which is
+// U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias from the same range.
+void default_init(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
+  if (bias.defined()) {
+    int64_t fan_in = init::calculate_fans(weight).fan_in;
+    double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+}  // namespace
+
+// ---- Linear
+Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions opt)
+    : in_features(in_features), out_features(out_features) {
+  check_positive("Linear", "in_features", in_features);
+  check_positive("Linear", "out_features", out_features);
+  weight = empty({out_features, in_features});
+  if (opt.bias) bias = empty({out_features});
+  reset_parameters();
+  register_parameter("weight", weight);
+  register_parameter("bias", bias);
+}
+
+void Linear::reset_parameters() { default_init(weight, bias); }
+
+Tensor Linear::forward(const Tensor& x) {
+  if (x.dim() < 1 || x.size(-1) != in_features)
+    throw Error(fmt::format("Linear: expected input [*, {}], got {}", in_features, x.shape().str()));
+  return linear(x, weight, bias);
+}
+
+std::string Linear::extra_repr() const {
+  return fmt::format("in_features={}, out_features={}, bias={}", in_features, out_features, py_bool(bias.defined()));
+}
+
+// ---- Conv2d
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dOptions opt)
+    : in_channels(in_channels), out_channels(out_channels), kernel_size(kernel_size), options(opt) {
+  check_positive("Conv2d", "in_channels", in_channels);
+  check_positive("Conv2d", "out_channels", out_channels);
+  check_positive("Conv2d", "kernel_size", kernel_size);
+  check_positive("Conv2d", "stride", opt.stride);
+  check_positive("Conv2d", "dilation", opt.dilation);
+  check_nonnegative("Conv2d", "padding", opt.padding);
+  check_positive("Conv2d", "groups", opt.groups);
+  if (in_channels % opt.groups || out_channels % opt.groups)
+    throw Error(fmt::format("Conv2d: in_channels {} and out_channels {} must both be divisible by groups {}",
+                            in_channels, out_channels, opt.groups));
+  weight = empty({out_channels, in_channels / opt.groups, kernel_size.h, kernel_size.w});
+  if (opt.bias) bias = empty({out_channels});
+  reset_parameters();
+  register_parameter("weight", weight);
+  register_parameter("bias", bias);
+}
+
+void Conv2d::reset_parameters() { default_init(weight, bias); }
+
+Tensor Conv2d::forward(const Tensor& x) {
+  if (x.dim() != 4 || x.size(1) != in_channels)
+    throw Error(fmt::format("Conv2d: expected input [N, {}, H, W], got {}", in_channels, x.shape().str()));
+  reel::Conv2dOptions o;
+  o.stride[0] = options.stride.h, o.stride[1] = options.stride.w;
+  o.padding[0] = options.padding.h, o.padding[1] = options.padding.w;
+  o.dilation[0] = options.dilation.h, o.dilation[1] = options.dilation.w;
+  o.groups = options.groups;
+  return conv2d(x, weight, bias, o);
+}
+
+std::string Conv2d::extra_repr() const {
+  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels, pair_str(kernel_size),
+                              pair_str(options.stride));
+  if (options.padding.h || options.padding.w) s += ", padding=" + pair_str(options.padding);
+  if (options.dilation.h != 1 || options.dilation.w != 1) s += ", dilation=" + pair_str(options.dilation);
+  if (options.groups != 1) s += fmt::format(", groups={}", options.groups);
+  if (!bias.defined()) s += ", bias=False";
+  return s;
+}
+
+// ---- pooling
+namespace {
+reel::Pool2dOptions pool_options(const char* layer, Size2 kernel, const Pool2dOptions& o) {
+  check_positive(layer, "kernel_size", kernel);
+  check_nonnegative(layer, "stride", o.stride);
+  check_nonnegative(layer, "padding", o.padding);
+  Size2 stride = o.stride.h == 0 && o.stride.w == 0 ? kernel : o.stride;
+  check_positive(layer, "stride", stride);
+  if (2 * o.padding.h > kernel.h || 2 * o.padding.w > kernel.w)
+    throw Error(fmt::format("{}: padding {} must be at most half of kernel_size {}", layer, pair_str(o.padding),
+                            pair_str(kernel)));
+  reel::Pool2dOptions p;
+  p.kernel[0] = kernel.h, p.kernel[1] = kernel.w;
+  p.stride[0] = stride.h, p.stride[1] = stride.w;
+  p.padding[0] = o.padding.h, p.padding[1] = o.padding.w;
+  p.count_include_pad = o.count_include_pad;
+  return p;
+}
+void check_4d(const char* layer, const Tensor& x) {
+  if (x.dim() != 4) throw Error(fmt::format("{}: expected input [N, C, H, W], got {}", layer, x.shape().str()));
+}
+}  // namespace
+
+MaxPool2d::MaxPool2d(Size2 kernel_size, Pool2dOptions opt) : kernel_size(kernel_size), options(opt) {
+  pool_options("MaxPool2d", kernel_size, opt);
+}
+Tensor MaxPool2d::forward(const Tensor& x) {
+  check_4d("MaxPool2d", x);
+  return max_pool2d(x, pool_options("MaxPool2d", kernel_size, options));
+}
+std::string MaxPool2d::extra_repr() const {
+  Size2 stride = options.stride.h == 0 && options.stride.w == 0 ? kernel_size : options.stride;
+  return fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size), pair_str(stride),
+                     pair_str(options.padding));
+}
+
+AvgPool2d::AvgPool2d(Size2 kernel_size, Pool2dOptions opt) : kernel_size(kernel_size), options(opt) {
+  pool_options("AvgPool2d", kernel_size, opt);
+}
+Tensor AvgPool2d::forward(const Tensor& x) {
+  check_4d("AvgPool2d", x);
+  return avg_pool2d(x, pool_options("AvgPool2d", kernel_size, options));
+}
+std::string AvgPool2d::extra_repr() const {
+  Size2 stride = options.stride.h == 0 && options.stride.w == 0 ? kernel_size : options.stride;
+  return fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size), pair_str(stride),
+                     pair_str(options.padding));
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size(output_size) {
+  check_positive("AdaptiveAvgPool2d", "output_size", output_size);
+}
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  check_4d("AdaptiveAvgPool2d", x);
+  return adaptive_avg_pool2d(x, output_size.h, output_size.w);
+}
+std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + pair_str(output_size); }
+
+// ---- BatchNorm
+BatchNorm::BatchNorm(int64_t num_features, BatchNormOptions opt, int min_dim, int max_dim)
+    : num_features(num_features), options(opt), min_dim_(min_dim), max_dim_(max_dim) {
+  check_positive("BatchNorm", "num_features", num_features);
+  if (opt.eps <= 0) throw Error(fmt::format("BatchNorm: eps must be positive, got {}", opt.eps));
+  if (opt.momentum && (*opt.momentum < 0 || *opt.momentum > 1))
+    throw Error(fmt::format("BatchNorm: momentum must be in [0, 1], got {}", *opt.momentum));
+  if (opt.affine) {
+    weight = empty({num_features});
+    bias = empty({num_features});
+  }
+  if (opt.track_running_stats) {
+    running_mean = empty({num_features});
+    running_var = empty({num_features});
+    num_batches_tracked = empty({}, {.dtype = DType::i64});
+  }
+  reset_parameters();
+  register_parameter("weight", weight);
+  register_parameter("bias", bias);
+  register_buffer("running_mean", running_mean);
+  register_buffer("running_var", running_var);
+  register_buffer("num_batches_tracked", num_batches_tracked);
+}
+
+void BatchNorm::reset_running_stats() {
+  if (!options.track_running_stats) return;
+  NoGradGuard guard;
+  running_mean.zero_();
+  running_var.fill_(1.0);
+  num_batches_tracked.zero_();
+}
+
+void BatchNorm::reset_parameters() {
+  reset_running_stats();
+  if (options.affine) {
+    init::ones_(weight);
+    init::zeros_(bias);
+  }
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  if (x.dim() < min_dim_ || x.dim() > max_dim_ || x.size(1) != num_features) {
+    std::string expected = min_dim_ == 4 ? fmt::format("[N, {}, H, W]", num_features)
+                                         : fmt::format("[N, {}] or [N, {}, L]", num_features, num_features);
+    throw Error(fmt::format("{}: expected input {}, got {}", type_name(), expected, x.shape().str()));
+  }
+  double factor = 0.0;
+  if (is_training() && options.track_running_stats) {
+    // counted on the device: no host sync in a training step
+    backend_for(num_batches_tracked.device()).unary(UnaryOp::add_scalar, num_batches_tracked, num_batches_tracked, 1.0);
+    num_batches_tracked.storage()->bump_version();
+    // momentum = None: a cumulative average, which needs the count on the host
+    factor = options.momentum ? *options.momentum : 1.0 / double(num_batches_tracked.item<int64_t>());
+  }
+  bool use_batch_stats = is_training() || !options.track_running_stats;
+  return batch_norm(x, weight, bias, running_mean, running_var, use_batch_stats, factor, options.eps);
+}
+
+std::string BatchNorm::extra_repr() const {
+  std::string m = options.momentum ? fmt::format("{}", *options.momentum) : "None";
+  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features, options.eps, m,
+                     py_bool(options.affine), py_bool(options.track_running_stats));
+}
+
+// ---- LayerNorm
+LayerNorm::LayerNorm(Dims normalized_shape, LayerNormOptions opt) : normalized_shape(normalized_shape), options(opt) {
+  if (normalized_shape.empty()) throw Error("LayerNorm: normalized_shape must have at least one dim");
+  for (int64_t s : normalized_shape) check_positive("LayerNorm", "normalized_shape", s);
+  if (opt.elementwise_affine) {
+    weight = ones(normalized_shape);
+    bias = zeros(normalized_shape);
+  }
+  register_parameter("weight", weight);
+  register_parameter("bias", bias);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  int n = normalized_shape.size();
+  bool ok = x.dim() >= n;
+  for (int i = 0; ok && i < n; ++i) ok = x.shape()[x.dim() - n + i] == normalized_shape[i];
+  if (!ok)
+    throw Error(fmt::format("LayerNorm: expected input [*, {}], got {}",
+                            normalized_shape.str().substr(1, normalized_shape.str().size() - 2), x.shape().str()));
+  return layer_norm(x, normalized_shape, weight, bias, options.eps);
+}
+
+std::string LayerNorm::extra_repr() const {
+  return fmt::format("{}, eps={}, elementwise_affine={}", normalized_shape.str(), options.eps,
+                     py_bool(options.elementwise_affine));
+}
+
+// ---- Dropout, activations, Flatten
+Dropout::Dropout(double p) : p(p) {
+  if (!(p >= 0 && p <= 1)) throw Error(fmt::format("Dropout: p must be in [0, 1], got {}", p));
+}
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+std::string Dropout::extra_repr() const { return fmt::format("p={}", p); }
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+
+Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }
+std::string Flatten::extra_repr() const { return fmt::format("start_dim={}, end_dim={}", start_dim, end_dim); }
+
+// ---- Embedding
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
+    : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
+  check_positive("Embedding", "num_embeddings", num_embeddings);
+  check_positive("Embedding", "embedding_dim", embedding_dim);
+  weight = empty({num_embeddings, embedding_dim});
+  init::normal_(weight);
+  register_parameter("weight", weight);
+}
+Tensor Embedding::forward(const Tensor& indices) {
+  if (indices.dtype() != DType::i64)
+    throw Error(fmt::format("Embedding: expected i64 indices, got {}", dtype_name(indices.dtype())));
+  return embedding(weight, indices);
+}
+std::string Embedding::extra_repr() const { return fmt::format("{}, {}", num_embeddings, embedding_dim); }
+
+// ---- Sequential
+void Sequential::append(std::unique_ptr<Module> module) {
+  modules_.push_back(&register_module(std::to_string(modules_.size()), std::move(module)));
+}
+
+Module& Sequential::operator[](size_t i) const {
+  if (i >= modules_.size())
+    throw Error(fmt::format("Sequential: index {} is out of range for {} modules", i, modules_.size()));
+  return *modules_[i];
+}
+
+void Sequential::wrong_type(size_t i) const {
+  throw Error(fmt::format("Sequential::at: module {} is a {}, not the type asked for", i, modules_[i]->type_name()));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (Module* m : modules_) y = m->forward(y);
+  return y;
+}
+
+}  // namespace reel::nn
