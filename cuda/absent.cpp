@@ -1,0 +1,31 @@
+// cuda/cuda.h in a build without the CUDA backend (REEL_CUDA off): there is no CUDA
+// device, every query says so, and pinned_empty() gives ordinary host memory, so code
+// written for both kinds of build (a DataLoader, a test) needs no #ifdef.
+#include <fmt/format.h>
+
+#include "cuda.h"
+
+namespace reel::cuda {
+namespace {
+constexpr const char* kReason = "no CUDA device: this build of reel has no CUDA backend (configure with -DREEL_CUDA=ON)";
+[[noreturn]] void absent(const char* op, int device) {
+  throw Error(fmt::format("{}: cuda:{}: {}", op, device, kReason));
+}
+bool g_allow_tf32 = false;  // kept so that allow_tf32() returns what was set
+}  // namespace
+
+bool is_available() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return kReason; }
+std::string device_name(int device) { absent("device_name", device); }
+void synchronize(int device) { absent("synchronize", device); }
+uint64_t host_sync_count() { return 0; }
+MemoryStats memory_stats(int device) { absent("memory_stats", device); }
+void reset_peak_memory_stats(int device) { absent("reset_peak_memory_stats", device); }
+void empty_cache(int device) { absent("empty_cache", device); }
+void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
+bool allow_tf32() { return g_allow_tf32; }
+Tensor pinned_empty(const Dims& shape, DType dtype) { return empty(shape, {.dtype = dtype}); }
+bool is_pinned(const Tensor&) { return false; }
+
+}  // namespace reel::cuda

@@ -1,0 +1,344 @@
+// Reductions over any set of dims of a strided tensor: sum, mean, max, min, prod,
+// argmax, argmin, with the CPU's semantics (cpu/reduce.cpp): NaN wins max/min, the
+// first NaN or the first extreme wins argmax/argmin, indices are flat over the reduced
+// dims, integer sums accumulate in int64.
+//
+// Layout: x any strides; out has x's rank with each reduced dim of size 1. Dims are
+// split into kept and reduced ones and each side coalesced, as on the CPU.
+// Three paths, by where the contiguous dim of x is:
+//   - whole tensor, contiguous, floating point: cub::DeviceReduce;
+//   - rows (the contiguous dim is reduced, or none is): one warp per output (per split),
+//     lanes strided along the group, cub::WarpReduce at the end;
+//   - columns (the contiguous dim is kept: sum over the batch of [N, C], a bias
+//     gradient): 32 outputs per block on consecutive addresses, 8 thread rows splitting
+//     the group, combined in shared memory.
+// When outputs are too few to fill the GPU, groups are split across blocks (grid.y) and
+// a second small kernel combines the partial results in a fixed order (deterministic).
+// Floor: memory bandwidth (x read once).
+#include <cub/block/block_reduce.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <cub/warp/warp_reduce.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "allocator.h"
+#include "elementwise.cuh"
+
+namespace reel::cuda {
+namespace {
+
+template <typename T>
+struct ArgAcc {
+  T v;
+  int64_t i;
+};
+
+template <typename T>
+__device__ __forceinline__ bool is_nan(T v) {
+  return v != v;
+}
+
+constexpr bool is_arg(ReduceOp op) { return op == ReduceOp::argmax || op == ReduceOp::argmin; }
+constexpr bool is_max(ReduceOp op) { return op == ReduceOp::max || op == ReduceOp::argmax; }
+
+template <typename T, ReduceOp OP>
+struct Reducer {
+  using Sum = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
+  using Acc = std::conditional_t<is_arg(OP), ArgAcc<T>, std::conditional_t<OP == ReduceOp::max || OP == ReduceOp::min, T, Sum>>;
+
+  __host__ __device__ static Acc identity() {
+    if constexpr (is_arg(OP)) {
+      return Acc{is_max(OP) ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max(),
+                 std::numeric_limits<int64_t>::max()};
+    } else if constexpr (OP == ReduceOp::max) {
+      return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                  : std::numeric_limits<T>::lowest();
+    } else if constexpr (OP == ReduceOp::min) {
+      return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+    } else if constexpr (OP == ReduceOp::prod) {
+      return Acc(1);
+    } else {
+      return Acc(0);
+    }
+  }
+  __device__ static Acc load(T v, int64_t r) {
+    if constexpr (is_arg(OP)) return Acc{v, r};
+    else return Acc(v);
+  }
+  __device__ static Acc combine(Acc a, Acc b) {
+    if constexpr (is_arg(OP)) {
+      bool an = is_nan(a.v), bn = is_nan(b.v);
+      if (an || bn) return (an && bn) ? (a.i < b.i ? a : b) : (an ? a : b);  // the first NaN wins
+      bool a_better = is_max(OP) ? a.v > b.v : a.v < b.v;
+      bool b_better = is_max(OP) ? b.v > a.v : b.v < a.v;
+      return a_better ? a : b_better ? b : (a.i < b.i ? a : b);  // ties: the first index
+    } else if constexpr (OP == ReduceOp::max) {
+      return (is_nan(a) || a > b) ? a : (is_nan(b) ? b : (b > a ? b : a));
+    } else if constexpr (OP == ReduceOp::min) {
+      return (is_nan(a) || a < b) ? a : (is_nan(b) ? b : (b < a ? b : a));
+    } else if constexpr (OP == ReduceOp::prod) {
+      return a * b;
+    } else {
+      return a + b;
+    }
+  }
+  template <typename Out>
+  __device__ static Out finish(Acc a, int64_t count) {
+    if constexpr (is_arg(OP)) return Out(a.i);
+    else if constexpr (OP == ReduceOp::mean) return Out(double(a) / double(count));
+    else return Out(a);
+  }
+};
+
+template <typename R>
+struct CombineFn {
+  __device__ typename R::Acc operator()(const typename R::Acc& a, const typename R::Acc& b) const {
+    return R::combine(a, b);
+  }
+};
+
+// ---- geometry: kept dims (x and out offsets of an output) and reduced dims (x offset of a group element)
+struct KeptCalc {
+  int n = 0;
+  int64_t shape[kMaxDims], xstride[kMaxDims], ostride[kMaxDims];
+  __device__ __forceinline__ void offsets(int64_t o, int64_t& xo, int64_t& oo) const {
+    xo = 0;
+    oo = 0;
+    for (int d = n - 1; d >= 0; --d) {
+      int64_t i = o % shape[d];
+      o /= shape[d];
+      xo += i * xstride[d];
+      oo += i * ostride[d];
+    }
+  }
+};
+
+struct RedCalc {
+  int n = 0;
+  bool wide = false;  // groups of 2^31 elements or more: 64-bit division
+  Divmod div[kMaxDims];
+  int64_t shape[kMaxDims], stride[kMaxDims];
+  __device__ __forceinline__ int64_t offset(int64_t r) const {
+    if (n == 1) return r * stride[0];
+    int64_t off = 0;
+    if (!wide) {
+      uint32_t i = uint32_t(r);
+      for (int d = n - 1; d >= 0; --d) {
+        uint32_t q = div[d].div(i);
+        off += int64_t(i - q * div[d].d) * stride[d];
+        i = q;
+      }
+    } else {
+      for (int d = n - 1; d >= 0; --d) {
+        off += (r % shape[d]) * stride[d];
+        r /= shape[d];
+      }
+    }
+    return off;
+  }
+};
+
+struct Split {
+  KeptCalc kept;
+  RedCalc red;
+  int64_t outputs = 1, count = 1;
+  bool columns = false;  // the innermost kept dim is x's contiguous one
+};
+
+Split split_dims(const Tensor& x, const Tensor& out, const std::vector<int>& dims) {
+  Split s;
+  std::vector<bool> reduced(size_t(x.dim()), false);
+  for (int d : dims) reduced[size_t(d)] = true;
+  KeptCalc& k = s.kept;
+  RedCalc& r = s.red;
+  for (int d = 0; d < x.dim(); ++d) {
+    int64_t n = x.shape()[d], st = x.strides()[d];
+    if (n == 1) continue;
+    if (reduced[size_t(d)]) {
+      if (r.n > 0 && r.stride[r.n - 1] == st * n) {
+        r.shape[r.n - 1] *= n;
+        r.stride[r.n - 1] = st;
+      } else {
+        r.shape[r.n] = n;
+        r.stride[r.n++] = st;
+      }
+      s.count *= n;
+    } else {
+      k.shape[k.n] = n;
+      k.xstride[k.n] = st;
+      k.ostride[k.n++] = out.strides()[d];
+      s.outputs *= n;
+    }
+  }
+  r.wide = s.count > (int64_t(1) << 31) - 1;
+  for (int d = 0; d < r.n; ++d) r.div[d] = Divmod(r.wide ? 1u : uint32_t(r.shape[d]));
+  s.columns = k.n > 0 && k.xstride[k.n - 1] == 1 && (r.n == 0 || r.stride[r.n - 1] > 1);
+  return s;
+}
+
+// ---- kernels
+constexpr int kWarps = kThreads / 32;
+
+template <typename T, typename Out, typename R>
+__global__ void __launch_bounds__(kThreads) reduce_rows(const T* x, Out* out, typename R::Acc* partial, KeptCalc kc,
+                                                        RedCalc rc, int64_t outputs, int64_t count, int64_t chunk) {
+  using Acc = typename R::Acc;
+  using WarpReduce = cub::WarpReduce<Acc>;
+  __shared__ typename WarpReduce::TempStorage temp[kWarps];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int64_t o = int64_t(blockIdx.x) * kWarps + warp;
+  if (o >= outputs) return;  // the whole warp leaves together
+  int64_t xo, oo;
+  kc.offsets(o, xo, oo);
+  int64_t r0 = int64_t(blockIdx.y) * chunk, r1 = r0 + chunk < count ? r0 + chunk : count;
+  Acc acc = R::identity();
+  for (int64_t r = r0 + lane; r < r1; r += 32) acc = R::combine(acc, R::load(x[xo + rc.offset(r)], r));
+  acc = WarpReduce(temp[warp]).Reduce(acc, CombineFn<R>{});
+  if (lane == 0) {
+    if (gridDim.y == 1) out[oo] = R::template finish<Out>(acc, count);
+    else partial[int64_t(blockIdx.y) * outputs + o] = acc;
+  }
+}
+
+template <typename T, typename Out, typename R>
+__global__ void __launch_bounds__(kThreads) reduce_cols(const T* x, Out* out, typename R::Acc* partial, KeptCalc kc,
+                                                        RedCalc rc, int64_t outputs, int64_t count, int64_t chunk) {
+  using Acc = typename R::Acc;
+  __shared__ alignas(16) unsigned char raw[kThreads * sizeof(Acc)];
+  Acc* sm = reinterpret_cast<Acc*>(raw);
+  int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  int64_t o = int64_t(blockIdx.x) * 32 + tx;
+  int64_t xo = 0, oo = 0;
+  Acc acc = R::identity();
+  int64_t r0 = int64_t(blockIdx.y) * chunk, r1 = r0 + chunk < count ? r0 + chunk : count;
+  if (o < outputs) {
+    kc.offsets(o, xo, oo);
+    for (int64_t r = r0 + ty; r < r1; r += kWarps) acc = R::combine(acc, R::load(x[xo + rc.offset(r)], r));
+  }
+  sm[ty * 32 + tx] = acc;
+  __syncthreads();
+  if (ty == 0 && o < outputs) {
+    for (int k = 1; k < kWarps; ++k) acc = R::combine(acc, sm[k * 32 + tx]);
+    if (gridDim.y == 1) out[oo] = R::template finish<Out>(acc, count);
+    else partial[int64_t(blockIdx.y) * outputs + o] = acc;
+  }
+}
+
+// Combines the partial results of `splits` chunks per output, in split order.
+template <typename Out, typename R>
+__global__ void __launch_bounds__(kThreads)
+    reduce_finish(const typename R::Acc* partial, Out* out, KeptCalc kc, int64_t outputs, int splits, int64_t count) {
+  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += int64_t(gridDim.x) * blockDim.x) {
+    typename R::Acc acc = partial[o];
+    for (int s = 1; s < splits; ++s) acc = R::combine(acc, partial[int64_t(s) * outputs + o]);
+    int64_t xo, oo;
+    kc.offsets(o, xo, oo);
+    out[oo] = R::template finish<Out>(acc, count);
+  }
+}
+
+template <typename T, typename R>
+struct LoadAt {
+  const T* x;
+  __device__ typename R::Acc operator()(int64_t i) const { return R::load(x[i], i); }
+};
+
+template <typename T, typename Out, ReduceOp OP>
+void reduce_typed(Context& ctx, const Tensor& out, const Tensor& x, const std::vector<int>& dims) {
+  using R = Reducer<T, OP>;
+  using Acc = typename R::Acc;
+  Split s = split_dims(x, out, dims);
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  Out* op = static_cast<Out*>(out.data_ptr());
+
+  if constexpr (std::is_floating_point_v<T>) {
+    if (s.kept.n == 0 && s.red.n == 1 && s.red.stride[0] == 1) {  // the whole of a contiguous tensor
+      auto in = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), LoadAt<T, R>{xp});
+      DeviceBuffer result(ctx, sizeof(Acc));
+      size_t bytes = 0;
+      check(cub::DeviceReduce::Reduce(nullptr, bytes, in, result.as<Acc>(), s.count, CombineFn<R>{}, R::identity(),
+                                      ctx.stream),
+            "reduce", "cub::DeviceReduce::Reduce");
+      DeviceBuffer temp(ctx, std::max<size_t>(bytes, 1));
+      check(cub::DeviceReduce::Reduce(temp.get(), bytes, in, result.as<Acc>(), s.count, CombineFn<R>{}, R::identity(),
+                                      ctx.stream),
+            "reduce", "cub::DeviceReduce::Reduce");
+      reduce_finish<Out, R><<<1, 32, 0, ctx.stream>>>(result.as<Acc>(), op, s.kept, 1, 1, s.count);
+      check_launch("reduce");
+      return;
+    }
+  }
+
+  // Split groups across blocks only when the outputs alone cannot fill the GPU.
+  int64_t blocks = s.columns ? (s.outputs + 31) / 32 : (s.outputs + kWarps - 1) / kWarps;
+  int64_t want = int64_t(ctx.sm_count) * std::max(1, ctx.max_threads_per_sm / kThreads) * 2;
+  int64_t per_split_min = s.columns ? kWarps * 16 : 32 * 16;  // keep every thread busy for 16 loads
+  int64_t splits = std::clamp<int64_t>((want + blocks - 1) / blocks, 1, std::max<int64_t>(1, s.count / per_split_min));
+  splits = std::min<int64_t>(splits, 65535);
+  int64_t chunk = (s.count + splits - 1) / splits;
+  splits = (s.count + chunk - 1) / chunk;
+  std::optional<DeviceBuffer> partial;
+  if (splits > 1) partial.emplace(ctx, size_t(splits * s.outputs) * sizeof(Acc));
+  Acc* pp = partial ? partial->as<Acc>() : nullptr;
+  dim3 grid{unsigned(blocks), unsigned(splits), 1u};
+  if (blocks > int64_t(std::numeric_limits<int>::max()))
+    throw Error("reduce: " + std::to_string(s.outputs) + " outputs are more than one launch covers");
+  if (s.columns)
+    reduce_cols<T, Out, R><<<grid, kThreads, 0, ctx.stream>>>(xp, op, pp, s.kept, s.red, s.outputs, s.count, chunk);
+  else
+    reduce_rows<T, Out, R><<<grid, kThreads, 0, ctx.stream>>>(xp, op, pp, s.kept, s.red, s.outputs, s.count, chunk);
+  check_launch("reduce");
+  if (splits > 1) {
+    reduce_finish<Out, R><<<ctx.grid_for(s.outputs, kThreads), kThreads, 0, ctx.stream>>>(pp, op, s.kept, s.outputs,
+                                                                                         int(splits), s.count);
+    check_launch("reduce");
+  }
+}
+
+template <typename T>
+void reduce_dispatch(Context& ctx, ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int>& dims) {
+  auto expect_out = [&](DType want) {
+    if (out.dtype() != want)
+      throw Error(std::string("reduce: expected an output of dtype ") + dtype_name(want) + ", got " +
+                  dtype_name(out.dtype()));
+  };
+  switch (op) {
+    case ReduceOp::sum:
+      if (out.dtype() == DType::i64 && !std::is_same_v<T, int64_t>) {
+        if constexpr (!std::is_floating_point_v<T>) return reduce_typed<T, int64_t, ReduceOp::sum>(ctx, out, x, dims);
+      }
+      expect_out(x.dtype());
+      return reduce_typed<T, T, ReduceOp::sum>(ctx, out, x, dims);
+    case ReduceOp::mean: expect_out(x.dtype()); return reduce_typed<T, T, ReduceOp::mean>(ctx, out, x, dims);
+    case ReduceOp::max: expect_out(x.dtype()); return reduce_typed<T, T, ReduceOp::max>(ctx, out, x, dims);
+    case ReduceOp::min: expect_out(x.dtype()); return reduce_typed<T, T, ReduceOp::min>(ctx, out, x, dims);
+    case ReduceOp::prod: expect_out(x.dtype()); return reduce_typed<T, T, ReduceOp::prod>(ctx, out, x, dims);
+    case ReduceOp::argmax: expect_out(DType::i64); return reduce_typed<T, int64_t, ReduceOp::argmax>(ctx, out, x, dims);
+    case ReduceOp::argmin: expect_out(DType::i64); return reduce_typed<T, int64_t, ReduceOp::argmin>(ctx, out, x, dims);
+  }
+}
+
+}  // namespace
+
+void CudaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int>& dims) {
+  expect_here("reduce", {&out, &x});
+  if (out.numel() == 0) return;
+  if (x.numel() == 0) {  // empty groups: sum 0, prod 1, mean NaN (as PyTorch and the CPU)
+    fill(out, op == ReduceOp::prod ? 1.0 : op == ReduceOp::mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    return;
+  }
+  Context& c = ctx();
+  dispatch(x.dtype(), "reduce", [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      throw Error("reduce: convert a bool tensor with .to(DType::i64) before reducing it");
+    } else {
+      reduce_dispatch<T>(c, op, out, x, dims);
+    }
+  });
+}
+
+}  // namespace reel::cuda
