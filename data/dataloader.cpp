@@ -1,0 +1,162 @@
+// DataLoader: the epoch order, and the workers that make batches ahead of the
+// consumer. Batches are numbered; workers claim the next number, make that batch
+// and file it under its number; the consumer waits for the number it needs. The
+// order of batches is thus fixed by the numbering, never by thread timing.
+#include "dataloader.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "../autograd/grad_mode.h"
+#include "internal/io.h"
+
+namespace reel::data {
+
+struct DataLoader::Run {
+  const Dataset& dataset;
+  const DataLoaderOptions& opt;
+  std::vector<int64_t> order;
+  int64_t batches;
+  int64_t epoch;
+
+  struct Slot {
+    Example batch;
+    std::exception_ptr error;
+  };
+  std::mutex m;
+  std::condition_variable space;     // the consumer moved on: workers may make more
+  std::condition_variable produced;  // a batch was filed
+  std::map<int64_t, Slot> ready;
+  int64_t next_make = 0;  // the next batch number a worker claims
+  int64_t in_use = -1;    // the batch the consumer holds
+  bool stop = false;
+  std::vector<std::thread> threads;
+
+  Run(const Dataset& dataset, const DataLoaderOptions& opt, std::vector<int64_t> order, int64_t batches, int64_t epoch)
+      : dataset(dataset), opt(opt), order(std::move(order)), batches(batches), epoch(epoch) {
+    try {
+      for (int w = 0; w < opt.workers; ++w) threads.emplace_back([this] { work(); });
+    } catch (...) {
+      halt();
+      throw;
+    }
+  }
+  ~Run() { halt(); }
+
+  void halt() {
+    {
+      std::lock_guard lock(m);
+      stop = true;
+    }
+    space.notify_all();
+    for (auto& t : threads) t.join();
+    threads.clear();
+  }
+
+  Example make(int64_t k) const {
+    NoGradGuard no_grad;  // a batch is input: nothing to record, on any thread
+    int64_t begin = k * opt.batch_size;
+    int64_t end = std::min<int64_t>(begin + opt.batch_size, int64_t(order.size()));
+    Example b = dataset.get_batch(std::span<const int64_t>(order.data() + begin, size_t(end - begin)));
+    if (opt.transform) {
+      uint64_t epoch_seed = internal::derive_seed(opt.seed, uint64_t(epoch));
+      b = opt.transform(std::move(b), internal::derive_seed(epoch_seed, uint64_t(k)));
+    }
+    if (!(opt.device == kCPU)) {
+      b.data = b.data.to(opt.device);
+      if (b.target.defined()) b.target = b.target.to(opt.device);
+    }
+    return b;
+  }
+
+  void work() {
+    for (;;) {
+      int64_t k;
+      {
+        std::unique_lock lock(m);
+        space.wait(lock, [&] { return stop || next_make >= batches || next_make <= in_use + opt.prefetch; });
+        if (stop || next_make >= batches) return;
+        k = next_make++;
+      }
+      Slot slot;
+      try {
+        slot.batch = make(k);
+      } catch (...) {
+        slot.error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(m);
+        ready.emplace(k, std::move(slot));
+      }
+      produced.notify_all();
+    }
+  }
+
+  Example take(int64_t k) {
+    if (threads.empty()) return make(k);
+    Slot slot;
+    {
+      std::unique_lock lock(m);
+      in_use = k;
+      space.notify_all();
+      produced.wait(lock, [&] { return ready.count(k) != 0; });
+      auto it = ready.find(k);
+      slot = std::move(it->second);
+      ready.erase(it);
+    }
+    if (slot.error) std::rethrow_exception(slot.error);
+    return std::move(slot.batch);
+  }
+};
+
+DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : dataset_(dataset), opt_(std::move(options)) {
+  if (opt_.batch_size < 1) throw Error(fmt::format("DataLoader: batch_size must be at least 1, got {}", opt_.batch_size));
+  if (opt_.workers < 0) throw Error(fmt::format("DataLoader: workers must be 0 or more, got {}", opt_.workers));
+  if (opt_.workers > 0 && opt_.prefetch < 1)
+    throw Error(fmt::format("DataLoader: prefetch must be at least 1 with {} workers, got {}", opt_.workers, opt_.prefetch));
+  batches_ = count_batches();
+}
+
+int64_t DataLoader::count_batches() const {
+  int64_t n = dataset_.size();
+  return opt_.drop_last ? n / opt_.batch_size : (n + opt_.batch_size - 1) / opt_.batch_size;
+}
+
+DataLoader::~DataLoader() = default;
+
+std::vector<int64_t> DataLoader::order(int64_t e) const {
+  std::vector<int64_t> idx(size_t(dataset_.size()));
+  std::iota(idx.begin(), idx.end(), int64_t(0));
+  if (opt_.shuffle) {
+    internal::SplitMix rng(internal::derive_seed(opt_.seed, uint64_t(e)));
+    for (size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[rng.below(i)]);  // Fisher-Yates
+  }
+  return idx;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  run_.reset();  // joins the workers of an epoch left unfinished
+  batches_ = count_batches();  // the dataset may have changed size since the last epoch
+  run_ = std::make_unique<Run>(dataset_, opt_, order(epoch_), batches_, epoch_);
+  ++epoch_;
+  return Iterator(run_.get(), 0);
+}
+
+DataLoader::Iterator::Iterator(Run* run, int64_t index) : run_(run), index_(index) {
+  if (run_ && index_ < run_->batches) batch_ = run_->take(index_);
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  ++index_;
+  batch_ = {};  // drop the last batch before waiting for the next: one fewer batch alive
+  if (run_ && index_ < run_->batches) batch_ = run_->take(index_);
+  return *this;
+}
+
+}  // namespace reel::data

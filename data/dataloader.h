@@ -1,0 +1,94 @@
+// DataLoader: iterates a Dataset in batches, an epoch per range-for loop.
+//
+//   data::TensorDataset train(images, labels);
+//   data::DataLoader loader(train, {.batch_size = 128, .shuffle = true, .seed = 1, .workers = 2});
+//   for (int epoch = 0; epoch < 10; ++epoch)
+//     for (data::Example& batch : loader) train_step(batch.data, batch.target);
+//
+// - Order: with shuffle, epoch e visits a permutation drawn from (seed, e): the same
+//   seed gives the same sequence of epochs, whatever the number of workers.
+// - Workers: with workers > 0, background threads gather batches (get_batch), run
+//   the transform and copy to `device` while the current batch trains; at most
+//   `prefetch` batches are ready or in the making ahead of the one in use. Batches
+//   come out in order, identical to workers = 0. An exception thrown while making a
+//   batch is rethrown by the iterator when that batch is reached.
+// - Device: batches are assembled in host memory and copied with Tensor::to(device)
+//   in the worker, so the copy overlaps training; the CUDA backend makes that copy
+//   asynchronous when the host buffer is pinned.
+// - Transform: called on each whole batch, on the host, before the copy, with a seed
+//   drawn from (seed, epoch, batch index): random augmentations are reproducible and
+//   independent of the worker that ran them.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <memory>
+
+#include "dataset.h"
+
+namespace reel::data {
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  bool drop_last = false;  // drop a last batch smaller than batch_size
+  int workers = 0;         // background threads; 0 makes each batch on the calling thread
+  int prefetch = 4;        // batches made ahead of the one in use (with workers > 0)
+  Device device = kCPU;    // where batches are delivered
+  std::function<Example(Example batch, uint64_t seed)> transform = nullptr;  // optional, per batch
+};
+
+class DataLoader {
+ public:
+  // The loader keeps a reference: `dataset` must outlive it.
+  DataLoader(const Dataset& dataset, DataLoaderOptions options = {});
+  DataLoader(const Dataset&& dataset, DataLoaderOptions options = {}) = delete;  // would dangle
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  int64_t size() const { return batches_; }  // batches per epoch
+  int64_t epoch() const { return epoch_; }   // epochs started so far
+  const DataLoaderOptions& options() const { return opt_; }
+  // The example order of epoch `e` (what shuffle gives), for inspection and tests.
+  std::vector<int64_t> order(int64_t e) const;
+
+  struct Run;  // one epoch in progress: its order, its workers and their batches
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Example;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Example*;
+    using reference = Example&;
+
+    Example& operator*() { return batch_; }
+    Example* operator->() { return &batch_; }
+    Iterator& operator++();
+    bool operator==(const Iterator& other) const { return index_ == other.index_; }
+    int64_t index() const { return index_; }  // the batch's position in the epoch
+
+   private:
+    friend class DataLoader;
+    Iterator(Run* run, int64_t index);
+    Run* run_ = nullptr;
+    int64_t index_ = 0;
+    Example batch_;
+  };
+
+  // Starts the next epoch (stopping one still in progress, whose iterators are then
+  // invalid) and returns its first batch.
+  Iterator begin();
+  Iterator end() { return Iterator(nullptr, batches_); }
+
+ private:
+  int64_t count_batches() const;
+  const Dataset& dataset_;
+  DataLoaderOptions opt_;
+  int64_t batches_ = 0;
+  int64_t epoch_ = 0;
+  std::unique_ptr<Run> run_;
+};
+
+}  // namespace reel::data
