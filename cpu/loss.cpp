@@ -5,7 +5,7 @@
 // read from memory once per call, and the f32 exp is a polynomial the compiler vectorises.
 #include <bit>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <limits>
 
 #include "cpu_backend.h"
@@ -15,11 +15,18 @@ namespace reel::cpu {
 namespace {
 
 // e^x for f32 in a form `omp simd` vectorises (Cephes expf: x = n ln2 + r, e^r by a
-// degree-6 polynomial, 2^n by building the exponent bits); about 1 ulp. Inputs below
-// -87 flush to e^-87 (the callers only need x <= 0 and only relative to a sum >= 1).
-inline float exp_f32(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  float n = std::floor(x * 1.44269504088896341f + 0.5f);
+// degree-6 polynomial, 2^n built in the exponent bits); about 1 ulp for x <= 88 (the
+// callers pass x - max <= 0). Clamps and special cases are integer masks on the bit
+// patterns: a float select would stop GCC's if-conversion (-ftrapping-math).
+// Below -87 (and -inf) gives 0; NaN stays NaN.
+inline float exp_f32(float x0) {
+  uint32_t b0 = std::bit_cast<uint32_t>(x0);
+  int32_t i = int32_t(b0);
+  i = i < 0x42B00000 ? i : 0x42B00000;  // positive x: at most 88 (signed order of the bits)
+  uint32_t u = uint32_t(i);
+  u = u < 0xC2AE0000u ? u : 0xC2AE0000u;  // negative x: at least -87 (unsigned order of the bits)
+  float x = std::bit_cast<float>(u);
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest: 1.5 * 2^23
   float r = x - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -27,8 +34,9 @@ inline float exp_f32(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  float e = p * r * r + r + 1.0f;
-  return e * std::bit_cast<float>((int32_t(n) + 127) << 23);
+  float e = (p * r * r + r + 1.0f) * std::bit_cast<float>((int32_t(n) + 127) << 23);
+  uint32_t below = 0u - uint32_t(b0 > 0xC2AE0000u), nan = 0u - uint32_t((b0 & 0x7fffffffu) > 0x7f800000u);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(e) & ~(below | nan)) | (b0 & nan));
 }
 
 template <typename T>
