@@ -118,9 +118,10 @@ struct CrossEntropyOptions {
   double label_smoothing = 0.0;
   int64_t ignore_index = -100;
 };
-// logits [N, C], labels i64 [N]: fused log-softmax + NLL
+// logits [N, C], labels i64 [N]: fused log-softmax + NLL. Rows labelled ignore_index give 0 and
+// leave the mean's denominator; an empty batch (N = 0) is an Error (PyTorch: nan).
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOptions opt = {}, Site site = {});
-// log_probs [N, C], labels i64 [N]
+// log_probs [N, C], labels i64 [N]; the same options and conventions as cross_entropy
 Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptions opt = {}, Site site = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, Site site = {});
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
