@@ -38,6 +38,7 @@ TEST_CASE("embedding gradient accumulates repeated indices", "[index][grad]") {
   CHECK(w.grad().to_vector<float>() == std::vector<float>{0, 0, 3, 3, 0, 0, 1, 1});
   Tensor rep = idx({2, 0, 2, 2, 1, 0}, {2, 3});
   CHECK_GRADIENTS([rep](const V& v) { return embedding(v[0], rep); }, input({5, 3}));
+  CHECK_GRADIENTS([rep](const V& v) { return embedding(v[0].t(), rep); }, input({3, 5}));  // strided weight
   // large enough to run the parallel accumulation
   Tensor big = randint(0, 7, {5000});
   Tensor wb = zeros({7, 64}).requires_grad_();

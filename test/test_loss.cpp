@@ -2,6 +2,7 @@
 // and dropout. Values against PyTorch 1.13 (computed once, hard-coded), gradients
 // against finite differences, errors by class.
 #include <cmath>
+#include <limits>
 
 #include "gradcheck.h"
 
@@ -89,6 +90,27 @@ TEST_CASE("cross_entropy is stable for huge logits and all-ignored batches", "[l
   CHECK(cross_entropy(z, all, {.reduction = Reduction::sum}).item<double>() == 0.0);
 }
 
+TEST_CASE("cross_entropy f32: masked (-inf) logits are exact zeros, NaN propagates", "[loss]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  // 20 classes so the vectorised loop runs; class 3 is the label, all but 3 and 7 masked
+  std::vector<double> row(20, -inf);
+  row[3] = 1.0;
+  row[7] = 2.0;
+  Tensor x = from_vector<double>(row, {1, 20}).to(DType::f32).requires_grad_();
+  Tensor l = cross_entropy(x, from_vector<int64_t>({3}));
+  CHECK(l.item<float>() == Approx(std::log(1.0 + std::exp(1.0))).epsilon(1e-6));  // -log(e / (e + e^2))
+  l.backward();
+  std::vector<float> g = x.grad().to_vector<float>();
+  CHECK(g[3] == Approx(1.0 / (1.0 + std::exp(1.0)) - 1.0).epsilon(1e-6));
+  CHECK(g[7] == Approx(std::exp(1.0) / (1.0 + std::exp(1.0))).epsilon(1e-6));
+  CHECK(g[0] == 0.0f);
+  CHECK(g[19] == 0.0f);
+  row[7] = std::nan("");
+  row[0] = 0.0;
+  Tensor bad = from_vector<double>(row, {1, 20}).to(DType::f32);
+  CHECK(std::isnan(cross_entropy(bad, from_vector<int64_t>({3})).item<float>()));
+}
+
 TEST_CASE("cross_entropy gradients match finite differences", "[loss][grad]") {
   Tensor y = from_vector<int64_t>({1, 2, 5, 0, 2});
   Tensor yi = from_vector<int64_t>({1, -100, 5, 0, 3});
@@ -160,6 +182,8 @@ TEST_CASE("binary_cross_entropy_with_logits gradients, including at x = 0", "[lo
   for (Reduction r : {Reduction::none, Reduction::mean, Reduction::sum})
     CHECK_GRADIENTS([r](const V& v) { return binary_cross_entropy_with_logits(v[0], v[1], r); }, input({3, 4}, -4, 4),
                     input({3, 4}, 0, 1));
+  CHECK_GRADIENTS([](const V& v) { return binary_cross_entropy_with_logits(v[0].t(), v[1]); }, input({4, 3}, -4, 4),
+                  input({3, 4}, 0, 1));
   // at exactly 0 the gradient is sigmoid(0) - t = 0.5 - t
   Tensor x = zeros({2}, {.dtype = DType::f64}).requires_grad_();
   binary_cross_entropy_with_logits(x, tensor({0.0, 1.0}, {.dtype = DType::f64}), Reduction::sum).backward();
