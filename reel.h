@@ -12,3 +12,5 @@
 #include "optim/optimizer.h"    // optim::Optimizer base, param groups, clip_grad_norm
 #include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop
 #include "optim/scheduler.h"    // optim::StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR, LinearWarmup
+#include "autograd/function.h"  // autograd::Function: a user op with its own forward and backward
+#include "debug/debug.h"        // debug::print_tape/tape_dot, op hooks, REEL_BREAK_ON, step and anomaly modes, Profiler

@@ -126,7 +126,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     grad_inputs.assign(n->edges.size(), Tensor());
     {
       SiteScope at_forward_site(n->site);  // errors inside a rule name the forward call
+      RuleScope rule(*n, grads);  // the debug tools see the rule as an op of the backward phase
       n->backward(*n, grads, grad_inputs);
+      rule.done(grad_inputs);
     }
     for (size_t i = 0; i < n->edges.size(); ++i) {
       Edge& e = n->edges[i];

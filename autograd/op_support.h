@@ -3,7 +3,9 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <atomic>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "../tensor/backend.h"
@@ -12,16 +14,62 @@
 
 namespace reel {
 
+// ---- the debug tools' hook points (implemented in debug/hooks.cpp). With no tool
+// active an op pays one relaxed load and one predictable branch on entry; the
+// members tested afterwards (OpScope::frame) are null.
+struct OpFrame;  // an op in flight, as the debug tools see it
+extern std::atomic<int> g_debug_tools;  // how many tools are active (hooks, step, anomaly, profiler, breaks)
+inline bool debug_tools_on() { return g_debug_tools.load(std::memory_order_relaxed) != 0; }
+class OpScope;
+OpFrame* debug_op_begin(const OpScope& op);
+void debug_op_end(OpFrame* frame);  // runs the hooks, which may throw
+void debug_rule_end(OpFrame* frame, const std::vector<Tensor>& grad_inputs);  // may throw (anomaly mode)
+void debug_op_abandon(OpFrame* frame);  // the op threw: drop the frame silently
+OpFrame* debug_rule_begin(const Node& node, const std::vector<Tensor>& grad_outputs);
+void debug_op_io(OpFrame* frame, const Tensor* const* inputs, size_t n_in, Tensor* const* outputs, size_t n_out,
+                 const Node* node);  // may throw (anomaly mode)
+void debug_alloc(const Tensor& t);
+
 // Opened at the top of every public op: makes the outermost caller's line the
 // site of everything the op does, and gives debug tools their hook.
 class OpScope {
  public:
-  OpScope(const char* op, const Site& site) : op(op), site(SiteScope::current(site)), scope_(site) {}
+  OpScope(const char* op, const Site& site) : op(op), site(SiteScope::current(site)), scope_(site) {
+    if (debug_tools_on()) [[unlikely]] frame = debug_op_begin(*this);
+  }
+  // May throw: a user's op hook runs here (a throwing dtor is fine during normal exit;
+  // during unwinding the frame is dropped instead).
+  ~OpScope() noexcept(false) {
+    if (frame) [[unlikely]] debug_op_end(frame);
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
   const char* op;
   Site site;
+  OpFrame* frame = nullptr;  // non-null while a debug tool watches this op
 
  private:
   SiteScope scope_;
+};
+
+// Wraps one backward rule in the engine, so the debug tools see it as an op of the
+// backward phase: `RuleScope rule(node, grads); node.backward(...); rule.done(grad_inputs);`
+class RuleScope {
+ public:
+  RuleScope(const Node& node, const std::vector<Tensor>& grad_outputs) {
+    if (debug_tools_on()) [[unlikely]] frame_ = debug_rule_begin(node, grad_outputs);
+  }
+  void done(const std::vector<Tensor>& grad_inputs) {
+    if (frame_) [[unlikely]] debug_rule_end(std::exchange(frame_, nullptr), grad_inputs);
+  }
+  ~RuleScope() {
+    if (frame_) [[unlikely]] debug_op_abandon(frame_);
+  }
+  RuleScope(const RuleScope&) = delete;
+  RuleScope& operator=(const RuleScope&) = delete;
+
+ private:
+  OpFrame* frame_ = nullptr;
 };
 
 // Records an op on this thread's tape when grad mode is on and some input requires

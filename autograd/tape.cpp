@@ -163,19 +163,24 @@ Node* make_node(const OpScope& op, BackwardFn fn, const Tensor* const* inputs, s
 }
 }  // namespace
 
+// Every differentiable op calls record(), recorded or not: the debug tools learn the
+// op's inputs and outputs here (OpScope::frame is set only while a tool watches).
 Node* record(const OpScope& op, BackwardFn fn, std::initializer_list<const Tensor*> inputs,
              std::initializer_list<Tensor*> outputs) {
-  if (!should_record(inputs)) return nullptr;
-  return make_node(op, fn, inputs.begin(), inputs.size(), outputs.begin(), outputs.size());
+  Node* n = should_record(inputs) ? make_node(op, fn, inputs.begin(), inputs.size(), outputs.begin(), outputs.size())
+                                  : nullptr;
+  if (op.frame) [[unlikely]] debug_op_io(op.frame, inputs.begin(), inputs.size(), outputs.begin(), outputs.size(), n);
+  return n;
 }
 
 Node* record(const OpScope& op, BackwardFn fn, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs) {
-  if (!grad_enabled()) return nullptr;
   bool any = false;
-  for (const Tensor* t : inputs) any = any || (t->defined() && t->requires_grad());
-  if (!any) return nullptr;
-  return make_node(op, fn, inputs.data(), inputs.size(), outputs.data(), outputs.size());
+  if (grad_enabled())
+    for (const Tensor* t : inputs) any = any || (t->defined() && t->requires_grad());
+  Node* n = any ? make_node(op, fn, inputs.data(), inputs.size(), outputs.data(), outputs.size()) : nullptr;
+  if (op.frame) [[unlikely]] debug_op_io(op.frame, inputs.data(), inputs.size(), outputs.data(), outputs.size(), n);
+  return n;
 }
 
 // ---- helpers
@@ -185,7 +190,9 @@ Tensor new_tensor(const Dims& shape, DType dtype, Device device) {
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   impl->storage = make_ref<Storage>(size_t(numel_of(shape)) * size_t(dtype_size(dtype)), device);
-  return Tensor(std::move(impl));
+  Tensor t(std::move(impl));
+  if (debug_tools_on()) [[unlikely]] debug_alloc(t);  // the profiler counts bytes per op
+  return t;
 }
 
 Tensor make_view(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset) {

@@ -1,0 +1,195 @@
+// The profiler: one event per op (and per backward rule) on its thread, from the
+// frames of debug/hooks.cpp; a summary table and a Chrome trace.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "internal/frames.h"
+
+namespace reel::debug {
+
+struct Profiler::State {
+  ProfilerOptions opt;
+  int64_t start_ns = 0;
+  int64_t stop_ns = -1;  // -1 while running
+  int tid = 0;
+  Profiler::State* prev = nullptr;  // the profiler this one interrupted on the same thread
+  std::vector<ProfileEvent> events;
+};
+
+namespace {
+// Small, stable thread numbers for the trace (Perfetto draws one track per tid).
+int this_thread_number() {
+  static std::atomic<int> next{1};
+  thread_local int n = next.fetch_add(1);
+  return n;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
+        else out += c;
+    }
+  }
+  return out;
+}
+
+// Writes `text` to `path` through a temporary and a rename: never a partial file.
+void write_atomically(const std::string& path, const std::string& text, const char* what) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error(fmt::format("{}: cannot open {} for writing", what, tmp));
+    f << text;
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw Error(fmt::format("{}: writing {} failed", what, tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("{}: cannot rename {} to {}", what, tmp, path));
+  }
+}
+}  // namespace
+
+namespace detail {
+void profiler_record(Profiler::State& p, const OpRecord& rec, int64_t t0_ns, int64_t t1_ns) {
+  ProfileEvent e;
+  e.op = rec.op;
+  e.phase = rec.phase;
+  e.site = rec.site;
+  e.depth = rec.depth;
+  e.start_ns = t0_ns - p.start_ns;
+  e.dur_ns = t1_ns - t0_ns;
+  e.bytes = rec.bytes;
+  e.inputs = shapes_str(rec.inputs);
+  e.outputs = shapes_str(rec.outputs);
+  p.events.push_back(std::move(e));
+}
+bool profiler_synchronizes(const Profiler::State& p) { return p.opt.synchronize; }
+void write_file_atomically(const std::string& path, const std::string& text, const char* what) {
+  write_atomically(path, text, what);
+}
+}  // namespace detail
+
+std::string ProfileEvent::name() const {
+  return phase == Phase::backward ? std::string(op) + "_backward" : std::string(op);
+}
+
+Profiler::Profiler(ProfilerOptions opt) : state_(std::make_unique<State>()) {
+  state_->opt = opt;
+  state_->tid = this_thread_number();
+  state_->start_ns = detail::now_ns();
+  state_->prev = detail::exchange_thread_profiler(state_.get());
+}
+
+Profiler::~Profiler() { stop(); }
+
+void Profiler::stop() {
+  if (state_->stop_ns >= 0) return;
+  state_->stop_ns = detail::now_ns();
+  // Stopped on its own thread, innermost first (as scopes end); restore the one it interrupted.
+  Profiler::State* current = detail::exchange_thread_profiler(state_->prev);
+  if (current != state_.get()) detail::exchange_thread_profiler(current);
+}
+
+const std::vector<ProfileEvent>& Profiler::events() const { return state_->events; }
+
+double Profiler::wall_ms() const {
+  int64_t end = state_->stop_ns >= 0 ? state_->stop_ns : detail::now_ns();
+  return double(end - state_->start_ns) / 1e6;
+}
+
+std::vector<ProfileRow> Profiler::table() const {
+  const auto& ev = state_->events;
+  // Self time: each event minus its direct children. Ops on one thread nest, so in
+  // start order an event's parent is the latest event one level up that encloses it.
+  std::vector<size_t> order(ev.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ev[a].start_ns < ev[b].start_ns; });
+  std::vector<int64_t> child_ns(ev.size(), 0);
+  std::vector<std::ptrdiff_t> open_at;  // open_at[d]: the latest event seen at depth d
+  for (size_t i : order) {
+    const ProfileEvent& e = ev[i];
+    size_t d = size_t(std::max(e.depth, 0));
+    if (open_at.size() <= d) open_at.resize(d + 1, -1);
+    if (d > 0 && open_at[d - 1] >= 0) {
+      const ProfileEvent& p = ev[size_t(open_at[d - 1])];
+      if (p.start_ns <= e.start_ns && e.start_ns + e.dur_ns <= p.start_ns + p.dur_ns)
+        child_ns[size_t(open_at[d - 1])] += e.dur_ns;
+    }
+    open_at[d] = std::ptrdiff_t(i);
+  }
+  std::map<std::string, ProfileRow> rows;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    ProfileRow& r = rows[ev[i].name()];
+    r.calls += 1;
+    r.total_ms += double(ev[i].dur_ns) / 1e6;
+    r.self_ms += double(ev[i].dur_ns - child_ns[i]) / 1e6;
+    r.bytes += ev[i].bytes;
+  }
+  double wall = wall_ms();
+  std::vector<ProfileRow> out;
+  for (auto& [name, r] : rows) {
+    r.op = name;
+    r.mean_us = r.total_ms * 1e3 / double(r.calls);
+    r.percent = wall > 0 ? 100.0 * r.total_ms / wall : 0.0;
+    out.push_back(r);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ProfileRow& a, const ProfileRow& b) { return a.total_ms > b.total_ms; });
+  return out;
+}
+
+std::string Profiler::summary(size_t max_rows) const {
+  std::vector<ProfileRow> rows = table();
+  size_t w = 2;
+  for (const ProfileRow& r : rows) w = std::max(w, r.op.size());
+  std::string s = fmt::format("{:<{}}  {:>7}  {:>10}  {:>10}  {:>10}  {:>7}  {:>9}\n", "op", w, "calls", "total ms",
+                              "self ms", "mean us", "% time", "alloc MB");
+  for (size_t i = 0; i < rows.size() && i < max_rows; ++i) {
+    const ProfileRow& r = rows[i];
+    s += fmt::format("{:<{}}  {:>7}  {:>10.3f}  {:>10.3f}  {:>10.2f}  {:>6.1f}%  {:>9.3f}\n", r.op, w, r.calls,
+                     r.total_ms, r.self_ms, r.mean_us, r.percent, double(r.bytes) / 1e6);
+  }
+  if (rows.size() > max_rows) s += fmt::format("... {} more ops\n", rows.size() - max_rows);
+  s += fmt::format("{} events in {:.3f} ms profiled (% time: an op's total, nested ops included, over that)\n",
+                   state_->events.size(), wall_ms());
+  return s;
+}
+
+std::string Profiler::chrome_trace() const {
+  const State& st = *state_;
+  std::string s = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  s += fmt::format("{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{},\"args\":{{\"name\":\"reel thread {}\"}}}}",
+                   st.tid, st.tid);
+  for (const ProfileEvent& e : st.events) {
+    s += fmt::format(
+        ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3f},\"dur\":{:.3f},\"pid\":1,\"tid\":{},"
+        "\"args\":{{\"inputs\":\"{}\",\"outputs\":\"{}\",\"site\":\"{}\",\"bytes\":{},\"depth\":{}}}}}",
+        json_escape(e.name()), e.phase == Phase::backward ? "backward" : "forward", double(e.start_ns) / 1e3,
+        double(e.dur_ns) / 1e3, st.tid, json_escape(e.inputs), json_escape(e.outputs), json_escape(e.site.str()),
+        e.bytes, e.depth);
+  }
+  s += "\n]}\n";
+  return s;
+}
+
+void Profiler::write_chrome_trace(const std::string& path) const {
+  write_atomically(path, chrome_trace(), "write_chrome_trace");
+}
+
+}  // namespace reel::debug

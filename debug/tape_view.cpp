@@ -1,0 +1,133 @@
+// The tape, readable: an aligned table of the live entries and a Graphviz graph.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ostream>
+#include <sstream>
+#include <unordered_map>
+
+#include "../autograd/tape.h"
+#include "internal/frames.h"
+
+namespace reel::debug {
+namespace {
+
+std::string meta_str(const TensorMeta& m) { return fmt::format("{} {}", m.shape.str(), dtype_name(m.dtype)); }
+
+std::string metas_str(const std::vector<TensorMeta>& ms) {
+  std::string s;
+  for (size_t i = 0; i < ms.size(); ++i) s += (i ? ", " : "") + meta_str(ms[i]);
+  return s;
+}
+
+// DOT string literal contents: quotes and backslashes escaped, newlines as \n.
+std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out;
+}
+
+// "train.cpp:12": the graph is read at a glance, so the file without its directories.
+std::string short_site(const Site& site) {
+  if (!site.known()) return "unknown site";
+  std::string_view f(site.file);
+  size_t slash = f.find_last_of('/');
+  if (slash != std::string_view::npos) f.remove_prefix(slash + 1);
+  return fmt::format("{}:{}", f, site.line);
+}
+
+}  // namespace
+
+void print_tape(std::ostream& os) {
+  std::vector<Ref<Node>> entries = autograd::tape_entries();
+  struct Row {
+    std::string idx, seq, op, in, out, dev, site;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"#", "seq", "op", "inputs", "outputs", "device", "site"});
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Node& n = *entries[i];
+    std::string dev = !n.outputs.empty() ? n.outputs[0].device.str() : !n.inputs.empty() ? n.inputs[0].device.str() : "";
+    rows.push_back({std::to_string(i), std::to_string(n.seq), n.op, metas_str(n.inputs), metas_str(n.outputs), dev,
+                    n.site.str()});
+  }
+  size_t w[6] = {};
+  for (const Row& r : rows) {
+    const std::string* cols[6] = {&r.idx, &r.seq, &r.op, &r.in, &r.out, &r.dev};
+    for (int c = 0; c < 6; ++c) w[c] = std::max(w[c], cols[c]->size());
+  }
+  for (const Row& r : rows)
+    os << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.idx, w[0], r.seq, w[1], r.op, w[2],
+                      r.in, w[3], r.out, w[4], r.dev, w[5], r.site);
+}
+
+std::string tape_str() {
+  std::ostringstream os;
+  print_tape(os);
+  return os.str();
+}
+
+std::string tape_dot() {
+  std::vector<Ref<Node>> entries = autograd::tape_entries();
+  std::unordered_map<const Node*, std::string> ids;
+  for (size_t i = 0; i < entries.size(); ++i) ids[entries[i].get()] = fmt::format("op{}", i);
+
+  std::string nodes, edges;
+  std::unordered_map<const TensorImpl*, std::string> leaves;
+  size_t n_outside = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Node& n = *entries[i];
+    std::string id = ids[&n];
+    std::string outs;
+    for (size_t k = 0; k < n.outputs.size(); ++k) outs += (k ? ", " : "") + meta_str(n.outputs[k]);
+    nodes += fmt::format("  {} [shape=box, style=\"rounded,filled\", fillcolor=\"#fff2cc\", label=\"#{} {}\\n{}\\n-> {}\"];\n",
+                         id, i, dot_escape(n.op), dot_escape(short_site(n.site)), dot_escape(outs));
+    for (size_t k = 0; k < n.edges.size(); ++k) {
+      const Edge& e = n.edges[k];
+      std::string from;
+      if (e.node) {
+        auto it = ids.find(e.node.get());
+        if (it == ids.end()) {  // an entry of another thread's tape, or one made before a reset
+          from = fmt::format("outside{}", n_outside++);
+          ids[e.node.get()] = from;
+          nodes += fmt::format("  {} [shape=box, style=dashed, label=\"{}\\n(not on this tape)\"];\n", from,
+                               dot_escape(e.node->op));
+        } else {
+          from = it->second;
+        }
+      } else if (e.leaf) {
+        auto it = leaves.find(e.leaf.get());
+        if (it == leaves.end()) {
+          from = fmt::format("leaf{}", leaves.size());
+          leaves[e.leaf.get()] = from;
+          const TensorImpl& t = *e.leaf;
+          nodes += fmt::format("  {} [shape=ellipse, style=filled, fillcolor=\"#cfe2f3\", label=\"leaf\\n{} {}\"];\n", from,
+                               t.shape.str(), dtype_name(t.dtype));
+        } else {
+          from = it->second;
+        }
+      } else if (k < n.inputs.size() && n.inputs[k].shape.size() > 0) {
+        // An input without grad. (The tape cannot tell a 0-d constant from an absent
+        // optional input, so those are left out.)
+        from = fmt::format("{}_const{}", id, k);
+        nodes += fmt::format("  {} [shape=ellipse, style=dashed, fontcolor=gray40, label=\"const\\n{}\"];\n", from,
+                             meta_str(n.inputs[k]));
+      } else {
+        continue;
+      }
+      std::string label = k < n.inputs.size() ? n.inputs[k].shape.str() : "";
+      edges += fmt::format("  {} -> {} [label=\"{}\"];\n", from, id, label);
+    }
+  }
+  return "digraph tape {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n"
+         "  edge [fontname=\"monospace\", fontsize=9];\n" +
+         nodes + edges + "}\n";
+}
+
+void write_dot(const std::string& path) { detail::write_file_atomically(path, tape_dot(), "write_dot"); }
+
+}  // namespace reel::debug
