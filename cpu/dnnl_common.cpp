@@ -1,0 +1,72 @@
+// oneDNN engine, streams, descriptors and scratch memory for the CPU kernels.
+#include "dnnl_common.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace reel::cpu {
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& dnnl_stream() {
+  thread_local dnnl::stream stream(dnnl_engine());
+  return stream;
+}
+
+bool dnnl_strides_ok(const int64_t* shape, const int64_t* strides, int n) {
+  std::array<std::pair<int64_t, int64_t>, kMaxDims> dims;  // (stride, size) of dims with size > 1
+  int k = 0;
+  for (int i = 0; i < n; ++i)
+    if (shape[i] > 1) dims[size_t(k++)] = {strides[i], shape[i]};
+  for (int i = 1; i < k; ++i)  // insertion sort by stride, largest first
+    for (int j = i; j > 0 && dims[size_t(j - 1)].first < dims[size_t(j)].first; --j)
+      std::swap(dims[size_t(j - 1)], dims[size_t(j)]);
+  for (int i = 0; i + 1 < k; ++i)
+    if (dims[size_t(i)].first < dims[size_t(i + 1)].first * dims[size_t(i + 1)].second) return false;
+  return true;
+}
+
+dnnl::memory::desc strided_desc(const Dims& shape, const Dims& strides) {
+  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()), dnnl::memory::data_type::f32,
+                            dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
+dnnl::memory::desc strided_desc(const Tensor& t) { return strided_desc(t.shape(), t.strides()); }
+
+dnnl::memory memory_of(const dnnl::memory::desc& md, const Tensor& t) {
+  return dnnl::memory(md, dnnl_engine(), t.data_ptr());
+}
+
+Scratch scratch(const dnnl::memory::desc& md) {
+  Scratch s;
+  s.bytes = empty({int64_t(md.get_size())}, {.dtype = DType::u8});
+  s.mem = dnnl::memory(md, dnnl_engine(), s.bytes.data_ptr());
+  return s;
+}
+
+Tensor dense_copy(const Tensor& t) {
+  Tensor c = empty(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+  if (c.numel()) backend_for(t.device()).copy(c, t);
+  return c;
+}
+
+Tensor view_of(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset) {
+  auto impl = make_ref<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->storage = base.storage();
+  return Tensor(std::move(impl));
+}
+
+void PlanKey::add(int64_t x) {
+  if (n >= int(v.size())) throw Error(fmt::format("internal: a oneDNN plan key longer than {} words", v.size()));
+  v[size_t(n++)] = x;
+}
+
+}  // namespace reel::cpu
