@@ -5,6 +5,8 @@
 //   nn::init::kaiming_normal_(conv.weight, {.mode = nn::init::FanMode::fan_out,
 //                                          .nonlinearity = nn::init::Nonlinearity::relu});
 //   nn::init::zeros_(conv.bias);
+// Call uniform_ and normal_ qualified (nn::init::uniform_): unqualified, argument-
+// dependent lookup also finds reel::uniform_ and the call is ambiguous.
 #pragma once
 #include "../tensor/tensor.h"
 

@@ -13,6 +13,9 @@
 namespace reel::nn {
 
 namespace {
+// Forward errors carry the site of the module call (Module::operator() opened it).
+const Site kNoSite{nullptr, 0};
+
 void check_positive(const char* layer, const char* what, int64_t v) {
   if (v <= 0) throw Error(fmt::format("{}: {} must be positive, got {}", layer, what, v));
 }
@@ -53,7 +56,7 @@ void Linear::reset_parameters() { default_init(weight, bias); }
 
 Tensor Linear::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != in_features)
-    throw Error(fmt::format("Linear: expected input [*, {}], got {}", in_features, x.shape().str()));
+    fail("Linear", fmt::format("expected input [*, {}], got {}", in_features, x.shape().str()), kNoSite);
   return linear(x, weight, bias);
 }
 
@@ -85,7 +88,7 @@ void Conv2d::reset_parameters() { default_init(weight, bias); }
 
 Tensor Conv2d::forward(const Tensor& x) {
   if (x.dim() != 4 || x.size(1) != in_channels)
-    throw Error(fmt::format("Conv2d: expected input [N, {}, H, W], got {}", in_channels, x.shape().str()));
+    fail("Conv2d", fmt::format("expected input [N, {}, H, W], got {}", in_channels, x.shape().str()), kNoSite);
   reel::Conv2dOptions o;
   o.stride[0] = options.stride.h, o.stride[1] = options.stride.w;
   o.padding[0] = options.padding.h, o.padding[1] = options.padding.w;
@@ -123,7 +126,7 @@ reel::Pool2dOptions pool_options(const char* layer, Size2 kernel, const Pool2dOp
   return p;
 }
 void check_4d(const char* layer, const Tensor& x) {
-  if (x.dim() != 4) throw Error(fmt::format("{}: expected input [N, C, H, W], got {}", layer, x.shape().str()));
+  if (x.dim() != 4) fail(layer, fmt::format("expected input [N, C, H, W], got {}", x.shape().str()), kNoSite);
 }
 }  // namespace
 
@@ -206,7 +209,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
   if (x.dim() < min_dim_ || x.dim() > max_dim_ || x.size(1) != num_features) {
     std::string expected = min_dim_ == 4 ? fmt::format("[N, {}, H, W]", num_features)
                                          : fmt::format("[N, {}] or [N, {}, L]", num_features, num_features);
-    throw Error(fmt::format("{}: expected input {}, got {}", type_name(), expected, x.shape().str()));
+    fail(type_name().c_str(), fmt::format("expected input {}, got {}", expected, x.shape().str()), kNoSite);
   }
   double factor = 0.0;
   if (is_training() && options.track_running_stats) {
@@ -243,8 +246,9 @@ Tensor LayerNorm::forward(const Tensor& x) {
   bool ok = x.dim() >= n;
   for (int i = 0; ok && i < n; ++i) ok = x.shape()[x.dim() - n + i] == normalized_shape[i];
   if (!ok)
-    throw Error(fmt::format("LayerNorm: expected input [*, {}], got {}",
-                            normalized_shape.str().substr(1, normalized_shape.str().size() - 2), x.shape().str()));
+    fail("LayerNorm", fmt::format("expected input [*, {}], got {}",
+                                  normalized_shape.str().substr(1, normalized_shape.str().size() - 2), x.shape().str()),
+         kNoSite);
   return layer_norm(x, normalized_shape, weight, bias, options.eps);
 }
 
@@ -279,7 +283,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
 }
 Tensor Embedding::forward(const Tensor& indices) {
   if (indices.dtype() != DType::i64)
-    throw Error(fmt::format("Embedding: expected i64 indices, got {}", dtype_name(indices.dtype())));
+    fail("Embedding", fmt::format("expected i64 indices, got {}", dtype_name(indices.dtype())), kNoSite);
   return embedding(weight, indices);
 }
 std::string Embedding::extra_repr() const { return fmt::format("{}, {}", num_embeddings, embedding_dim); }
