@@ -3,7 +3,6 @@
 #include "ops.h"
 namespace reel {
 #define PENDING(name) throw Error(#name ": pending")
-Tensor conv2d(const Tensor&, const Tensor&, const Tensor&, Conv2dOptions, Site) { PENDING(conv2d); }
 Tensor max_pool2d(const Tensor&, Pool2dOptions, Site) { PENDING(max_pool2d); }
 Tensor avg_pool2d(const Tensor&, Pool2dOptions, Site) { PENDING(avg_pool2d); }
 Tensor adaptive_avg_pool2d(const Tensor&, int64_t, int64_t, Site) { PENDING(adaptive_avg_pool2d); }

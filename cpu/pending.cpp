@@ -2,9 +2,6 @@
 #include "cpu_backend.h"
 namespace reel::cpu {
 #define PENDING(name) throw Error(#name ": pending")
-void CpuBackend::conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const ConvParams&, bool) { PENDING(conv); }
-void CpuBackend::conv2d_backward_data(const Tensor&, const Tensor&, const Tensor&, const ConvParams&) { PENDING(conv); }
-void CpuBackend::conv2d_backward_weight(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const ConvParams&) { PENDING(conv); }
 void CpuBackend::max_pool2d_forward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
 void CpuBackend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
 void CpuBackend::avg_pool2d_forward(const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }

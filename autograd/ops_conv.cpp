@@ -1,0 +1,149 @@
+// 2-D convolution, NCHW: conv2d and conv2d_relu (bias and relu fused into the
+// forward kernel). Shapes: x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O]
+// -> y [N, O, OH, OW], OH = (H + 2 pad - dil (KH - 1) - 1) / stride + 1.
+#include "op_support.h"
+#include "ops.h"
+
+namespace reel {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+ConvParams params_of(const Conv2dOptions& o) {
+  ConvParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = o.stride[i];
+    p.padding[i] = o.padding[i];
+    p.dilation[i] = o.dilation[i];
+  }
+  p.groups = o.groups;
+  return p;
+}
+
+void remember(Node* n, const ConvParams& p) {
+  for (int i = 0; i < 2; ++i) {
+    n->ints[i] = p.stride[i];
+    n->ints[2 + i] = p.padding[i];
+    n->ints[4 + i] = p.dilation[i];
+  }
+  n->ints[6] = p.groups;
+}
+
+ConvParams recall(const Node& n) {
+  ConvParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = n.ints[i];
+    p.padding[i] = n.ints[2 + i];
+    p.dilation[i] = n.ints[4 + i];
+  }
+  p.groups = n.ints[6];
+  return p;
+}
+
+// Checks everything, then y = conv(x, w) + b (then relu) in one backend call.
+Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
+                    bool relu) {
+  check_defined(op, x, "the input");
+  check_defined(op, w, "the weight");
+  check_same_device(op, x, w);
+  check_floating(op, x, "the input");
+  check_dim(op, x, 4, "the input [N, C, H, W]");
+  check_dim(op, w, 4, "the weight [O, C/groups, KH, KW]");
+  if (x.dtype() != w.dtype())
+    fail(op.op, fmt::format("expected the input and the weight of one dtype, got {} and {}", describe(x), describe(w)),
+         op.site);
+  for (int i = 0; i < 2; ++i)
+    if (p.stride[i] < 1 || p.dilation[i] < 1 || p.padding[i] < 0)
+      fail(op.op, fmt::format("expected stride >= 1, dilation >= 1 and padding >= 0, got stride [{}, {}], "
+                              "dilation [{}, {}], padding [{}, {}]", p.stride[0], p.stride[1], p.dilation[0],
+                              p.dilation[1], p.padding[0], p.padding[1]), op.site);
+  int64_t C = x.size(1), O = w.size(0), g = p.groups;
+  if (g < 1 || C % g != 0 || O % g != 0)
+    fail(op.op, fmt::format("groups = {} must divide the input's {} channels and the weight's {} output channels "
+                            "(input {}, weight {})", g, C, O, x.shape().str(), w.shape().str()), op.site);
+  if (w.size(1) * g != C)
+    fail(op.op, fmt::format("the input {} has {} channels but the weight {} with groups = {} expects {}",
+                            x.shape().str(), C, w.shape().str(), g, w.size(1) * g), op.site);
+  if (C == 0 || O == 0 || w.size(2) == 0 || w.size(3) == 0)
+    fail(op.op, fmt::format("expected a non-empty weight, got {}", w.shape().str()), op.site);
+  if (b.defined()) {
+    check_same_device(op, x, b);
+    if (b.dtype() != x.dtype() || b.dim() != 1 || b.size(0) != O)
+      fail(op.op, fmt::format("expected a bias [{}] {} for the weight {}, got {}", O, dtype_name(x.dtype()),
+                              w.shape().str(), describe(b)), op.site);
+  }
+  Dims shape{x.size(0), O, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int64_t extent = p.dilation[i] * (w.size(2 + i) - 1) + 1, padded = x.size(2 + i) + 2 * p.padding[i];
+    if (extent > padded)
+      fail(op.op, fmt::format("the kernel [{}, {}] (dilation [{}, {}]) is larger than the padded input [{}, {}] "
+                              "(input {}, padding [{}, {}])", w.size(2), w.size(3), p.dilation[0], p.dilation[1],
+                              x.size(2) + 2 * p.padding[0], x.size(3) + 2 * p.padding[1], x.shape().str(),
+                              p.padding[0], p.padding[1]), op.site);
+    shape[2 + i] = (padded - extent) / p.stride[i] + 1;
+  }
+  Tensor y = new_tensor(shape, x.dtype(), x.device());
+  if (y.numel()) backend_of(x).conv2d_forward(y, x, w, b, p, relu);
+  return y;
+}
+
+// dx = conv_transpose(g, W), dW = correlate(x, g), db = sum of g over N, H, W
+void conv_grads(Node& n, const Tensor& g, Grads& gi) {
+  ConvParams p = recall(n);
+  Backend& be = backend_of(g);
+  if (n.needs_grad(0)) {
+    Tensor gx = new_tensor(n.input_shape(0), g.dtype(), g.device());
+    if (gx.numel()) be.conv2d_backward_data(gx, g, n.saved_tensor(1), p);
+    gi[0] = gx;
+  }
+  if (n.needs_grad(1)) {
+    Tensor gw = new_tensor(n.input_shape(1), g.dtype(), g.device());
+    Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), g.dtype(), g.device()) : Tensor();
+    if (g.numel()) {
+      be.conv2d_backward_weight(gw, gb, g, n.saved_tensor(0), p);
+    } else {
+      be.fill(gw, 0);
+      if (gb.defined()) be.fill(gb, 0);
+    }
+    gi[1] = gw;
+    gi[2] = gb;
+  } else if (n.needs_grad(2)) {
+    gi[2] = sum(g, {0, 2, 3});
+  }
+}
+
+}  // namespace
+
+// y = conv(x, W) + b; dx = conv_transpose(g, W), dW = correlate(x, g), db = sum_{n,h,w} g
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
+  OpScope op("conv2d", site);
+  ConvParams p = params_of(opt);
+  Tensor y = conv_forward(op, x, weight, bias, p, false);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { conv_grads(n, g[0], gi); },
+                       {&x, &weight, &bias}, {&y})) {
+    n->save(n->needs_grad(1) ? x : Tensor());
+    n->save(n->needs_grad(0) ? weight : Tensor());
+    remember(n, p);
+  }
+  return y;
+}
+
+// y = relu(conv(x, W) + b); the conv2d gradients of m = g (y > 0)
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
+  OpScope op("conv2d_relu", site);
+  ConvParams p = params_of(opt);
+  Tensor y = conv_forward(op, x, weight, bias, p, true);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor y = n.saved_tensor(2), masked = new_like(y);
+        backend_of(y).binary(BinaryOp::relu_backward, masked, g[0], y);
+        conv_grads(n, masked, gi);
+      }, {&x, &weight, &bias}, {&y})) {
+    n->save(n->needs_grad(1) ? x : Tensor());
+    n->save(n->needs_grad(0) ? weight : Tensor());
+    n->save(y);
+    remember(n, p);
+  }
+  return y;
+}
+
+}  // namespace reel

@@ -1,0 +1,436 @@
+// 2-D convolution, NCHW; weight [O, C/groups, KH, KW]. Compute-bound.
+// f32: oneDNN convolution primitives on the layouts oneDNN picks for the shape
+// (blocked, as a rule), our plain tensors reordered in and out around them.
+// Two shapes are a GEMM in disguise and run as one (cpu/dnnl_matmul.cpp), in f32
+// and f64 alike: a 1x1 kernel at stride 1 without padding (y[n] = W x[n], pixels as
+// columns) and a kernel covering the whole unpadded input (y = x W^T, images as rows),
+// so a 1x1-conv MLP costs what the dense MLP does. f64 otherwise: direct loops.
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "cpu_backend.h"
+#include "dnnl_common.h"
+#include "loops.h"
+
+namespace reel::cpu {
+namespace {
+
+using dims = dnnl::memory::dims;
+constexpr auto kAny = dnnl::memory::format_tag::any;
+
+// Dims [from, 4) of t stepped through as one dim: their stride, or false when their
+// strides do not line up (size-1 dims are free).
+bool merged_stride(const Tensor& t, int from, int64_t& stride) {
+  stride = 1;
+  int inner = -1;
+  for (int d = 3; d >= from; --d) {
+    if (t.shape()[d] == 1) continue;
+    if (inner < 0) stride = t.strides()[d];
+    else if (t.strides()[d] != t.strides()[inner] * t.shape()[inner]) return false;
+    inner = d;
+  }
+  return true;
+}
+
+// t with dims [from, 4) merged: {t or a dense copy of it, the merged stride}
+std::pair<Tensor, int64_t> flatten_from(const Tensor& t, int from) {
+  int64_t stride;
+  if (merged_stride(t, from, stride)) return {t, stride};
+  Tensor c = dense_copy(t);
+  return {c, c.strides()[3]};
+}
+
+enum class Lowering { none, pointwise, full };
+
+Lowering lowering(const Tensor& x, const Tensor& w, const ConvParams& p) {
+  if (p.groups != 1 || p.padding[0] != 0 || p.padding[1] != 0) return Lowering::none;
+  int64_t kh = w.shape()[2], kw = w.shape()[3];
+  if (kh == x.shape()[2] && kw == x.shape()[3] && p.dilation[0] == 1 && p.dilation[1] == 1) return Lowering::full;
+  if (kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1) return Lowering::pointwise;
+  return Lowering::none;
+}
+
+// ---- GEMM lowerings. Views: x as [N, C, HW] (pointwise) or [1, N, CHW] (full).
+
+void forward_gemm(Lowering l, const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) {
+  int64_t N = x.shape()[0], C = x.shape()[1], HW = x.shape()[2] * x.shape()[3], O = w.shape()[0];
+  if (l == Lowering::pointwise) {  // y[n] [O, HW] = W [O, C] @ x[n] [C, HW] + b per row
+    auto [xs, s] = flatten_from(x, 2);
+    matmul_into({.out = view_of(out, {N, O, HW}, {O * HW, HW, 1}, out.offset()),
+                 .a = view_of(w, {1, O, C}, {0, w.strides()[0], w.strides()[1]}, w.offset()),
+                 .b = view_of(xs, {N, C, HW}, {xs.strides()[0], xs.strides()[1], s}, xs.offset()),
+                 .bias = Tensor(), .row_bias = bias, .relu = relu});
+  } else {  // y [N, O] = x [N, CHW] @ W^T [CHW, O] + b per column
+    auto [xs, s] = flatten_from(x, 1);
+    auto [ws, sw] = flatten_from(w, 1);
+    matmul_into({.out = view_of(out, {1, N, O}, {N * O, O, 1}, out.offset()),
+                 .a = view_of(xs, {1, N, C * HW}, {0, xs.strides()[0], s}, xs.offset()),
+                 .b = view_of(ws, {1, C * HW, O}, {0, sw, ws.strides()[0]}, ws.offset()),
+                 .bias = bias, .row_bias = Tensor(), .relu = relu});
+  }
+}
+
+void backward_data_gemm(Lowering l, const Tensor& gx, const Tensor& gy, const Tensor& w) {
+  int64_t N = gx.shape()[0], C = gx.shape()[1], HW = gx.shape()[2] * gx.shape()[3], O = w.shape()[0];
+  if (l == Lowering::pointwise) {  // gx[n] [C, HW] = W^T [C, O] @ gy[n] [O, HW]
+    auto [gs, s] = flatten_from(gy, 2);
+    matmul_into({.out = view_of(gx, {N, C, HW}, {C * HW, HW, 1}, gx.offset()),
+                 .a = view_of(w, {1, C, O}, {0, w.strides()[1], w.strides()[0]}, w.offset()),
+                 .b = view_of(gs, {N, O, HW}, {gs.strides()[0], gs.strides()[1], s}, gs.offset()),
+                 .bias = Tensor(), .row_bias = Tensor(), .relu = false});
+  } else {  // gx [N, CHW] = gy [N, O] @ W [O, CHW]
+    auto [ws, sw] = flatten_from(w, 1);
+    matmul_into({.out = view_of(gx, {1, N, C * HW}, {N * C * HW, C * HW, 1}, gx.offset()),
+                 .a = view_of(gy, {1, N, O}, {0, gy.strides()[0], gy.strides()[1]}, gy.offset()),
+                 .b = view_of(ws, {1, O, C * HW}, {0, ws.strides()[0], sw}, ws.offset()),
+                 .bias = Tensor(), .row_bias = Tensor(), .relu = false});
+  }
+}
+
+// gb[o] = sum of gy over n, h, w. Memory-bound: gy is read once.
+template <typename T>
+void bias_grad(const Tensor& gb, const Tensor& gy) {
+  int64_t N = gy.shape()[0], O = gy.shape()[1], H = gy.shape()[2], W = gy.shape()[3];
+  const Dims& st = gy.strides();
+  const T* g = static_cast<const T*>(gy.data_ptr());
+  T* out = static_cast<T*>(gb.data_ptr());
+#pragma omp parallel for schedule(static) if (gy.numel() >= kParallelGrain)
+  for (int64_t o = 0; o < O; ++o) {
+    T acc = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t x = 0; x < W; ++x) acc += g[n * st[0] + o * st[1] + h * st[2] + x * st[3]];
+    out[o] = acc;
+  }
+}
+
+// only for Lowering::full: gW [O, CHW] = gy^T [O, N] @ x [N, CHW]
+void backward_weight_gemm(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x) {
+  int64_t N = x.shape()[0], CHW = x.shape()[1] * x.shape()[2] * x.shape()[3], O = gw.shape()[0];
+  auto [xs, s] = flatten_from(x, 1);
+  matmul_into({.out = view_of(gw, {1, O, CHW}, {O * CHW, CHW, 1}, gw.offset()),
+               .a = view_of(gy, {1, O, N}, {0, gy.strides()[1], gy.strides()[0]}, gy.offset()),
+               .b = view_of(xs, {1, N, CHW}, {0, xs.strides()[0], s}, xs.offset()),
+               .bias = Tensor(), .row_bias = Tensor(), .relu = false});
+  if (gb.defined()) dispatch_float(gb.dtype(), "conv2d", [&]<typename T>() { bias_grad<T>(gb, gy); });
+}
+
+// ---- oneDNN convolution primitives
+
+// The descriptors of one convolution with oneDNN's own layouts (format any).
+struct ConvShape {
+  dnnl::memory::desc x, w, y, bias;
+  dims strides, dilates, pad_l, pad_r;
+};
+
+// w [O, C/g, KH, KW] as oneDNN's grouped weights [g, O/g, C/g, KH, KW] when g > 1
+dnnl::memory::desc weight_desc(const Tensor& w, int64_t groups) {
+  if (groups == 1) return strided_desc(w);
+  const Dims& s = w.strides();
+  int64_t O = w.shape()[0];
+  return strided_desc(Dims{groups, O / groups, w.shape()[1], w.shape()[2], w.shape()[3]},
+                      Dims{O / groups * s[0], s[0], s[1], s[2], s[3]});
+}
+
+ConvShape conv_shape(const Dims& xs, const Dims& ws, const Dims& ys, const ConvParams& p) {
+  using dt = dnnl::memory::data_type;
+  ConvShape c;
+  dims wd{ws[0], ws[1], ws[2], ws[3]};
+  if (p.groups > 1) wd = {p.groups, ws[0] / p.groups, ws[1], ws[2], ws[3]};
+  c.x = dnnl::memory::desc(dims(xs.begin(), xs.end()), dt::f32, kAny);
+  c.w = dnnl::memory::desc(wd, dt::f32, kAny);
+  c.y = dnnl::memory::desc(dims(ys.begin(), ys.end()), dt::f32, kAny);
+  c.bias = dnnl::memory::desc({ws[0]}, dt::f32, dnnl::memory::format_tag::x);
+  c.strides = {p.stride[0], p.stride[1]};
+  c.dilates = {p.dilation[0] - 1, p.dilation[1] - 1};  // oneDNN counts the gaps
+  c.pad_l = {p.padding[0], p.padding[1]};
+  c.pad_r = c.pad_l;  // oneDNN divides like we do (floor), so the same right padding fits
+  return c;
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvShape& c, bool bias, bool relu) {
+  dnnl::post_ops ops;
+  if (relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  auto kind = dnnl::prop_kind::forward_training;
+  auto alg = dnnl::algorithm::convolution_direct;
+  auto desc = bias ? dnnl::convolution_forward::desc(kind, alg, c.x, c.w, c.bias, c.y, c.strides, c.dilates, c.pad_l,
+                                                     c.pad_r)
+                   : dnnl::convolution_forward::desc(kind, alg, c.x, c.w, c.y, c.strides, c.dilates, c.pad_l, c.pad_r);
+  return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
+}
+
+// One tensor at a primitive's door: used in place when the primitive reads our
+// layout, else through a reorder into (or out of) scratch memory.
+struct Port {
+  dnnl::memory::desc user, inner;
+  std::optional<dnnl::reorder> move;  // user -> inner for inputs, inner -> user for outputs
+};
+Port make_port(const dnnl::memory::desc& user, const dnnl::memory::desc& inner, bool input) {
+  Port p{user, inner, std::nullopt};
+  if (user != inner) {
+    auto& e = dnnl_engine();
+    p.move = input ? dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, inner))
+                   : dnnl::reorder(dnnl::reorder::primitive_desc(e, inner, e, user));
+  }
+  return p;
+}
+
+// Binds a port for one call; `keep` holds any scratch alive until the primitive has run.
+struct Bound {
+  dnnl::memory user, inner;
+  Tensor keep;
+};
+Bound bind(const Port& p, const Tensor& t, bool input) {
+  Bound b{memory_of(p.user, t), {}, {}};
+  if (!p.move) {
+    b.inner = b.user;
+    return b;
+  }
+  Scratch s = scratch(p.inner);
+  b.inner = s.mem;
+  b.keep = s.bytes;
+  if (input) p.move->execute(dnnl_stream(), b.user, b.inner);
+  return b;
+}
+void finish(const Port& p, Bound& b) {
+  if (p.move) p.move->execute(dnnl_stream(), b.inner, b.user);
+}
+
+// t as oneDNN will read it: its own strides when oneDNN takes them, else a dense copy
+Tensor readable(const Tensor& t) {
+  return dnnl_strides_ok(t.shape().data(), t.strides().data(), t.dim()) ? t : dense_copy(t);
+}
+
+void key_of(PlanKey& k, const Tensor& t) {
+  k.add(t.shape());
+  k.add(t.strides());
+}
+void key_of(PlanKey& k, const ConvParams& p) {
+  for (int i = 0; i < 2; ++i) k.add(p.stride[i]), k.add(p.padding[i]), k.add(p.dilation[i]);
+  k.add(p.groups);
+}
+
+struct FwdPlan {
+  dnnl::convolution_forward prim;
+  Port x, w, y;
+  dnnl::memory::desc bias;
+};
+
+void forward_dnnl(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
+                  const ConvParams& p, bool relu) {
+  Tensor x = readable(x_in), w = readable(w_in);
+  Tensor bias = bias_in.defined() && !bias_in.is_contiguous() ? dense_copy(bias_in) : bias_in;
+  PlanKey key;
+  key_of(key, x), key_of(key, w), key.add(out.shape()), key_of(key, p), key.add(bias.defined()), key.add(relu);
+  thread_local PlanCache<FwdPlan> cache;
+  FwdPlan& plan = cache.get(key, [&] {
+    ConvShape c = conv_shape(x.shape(), w.shape(), out.shape(), p);
+    auto pd = forward_pd(c, bias.defined(), relu);
+    return FwdPlan{dnnl::convolution_forward(pd), make_port(strided_desc(x), pd.src_desc(), true),
+                   make_port(weight_desc(w, p.groups), pd.weights_desc(), true),
+                   make_port(strided_desc(out), pd.dst_desc(), false), c.bias};
+  });
+  Bound bx = bind(plan.x, x, true), bw = bind(plan.w, w, true), by = bind(plan.y, out, false);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, bx.inner}, {DNNL_ARG_WEIGHTS, bw.inner}, {DNNL_ARG_DST, by.inner}};
+  if (bias.defined()) args[DNNL_ARG_BIAS] = memory_of(plan.bias, bias);
+  plan.prim.execute(dnnl_stream(), args);
+  finish(plan.y, by);
+  dnnl_stream().wait();
+}
+
+struct DataPlan {
+  dnnl::convolution_backward_data prim;
+  Port gy, w, gx;
+};
+
+void backward_data_dnnl(const Tensor& gx, const Tensor& gy_in, const Tensor& w_in, const ConvParams& p) {
+  Tensor gy = readable(gy_in), w = readable(w_in);
+  PlanKey key;
+  key_of(key, gy), key_of(key, w), key.add(gx.shape()), key_of(key, p);
+  thread_local PlanCache<DataPlan> cache;
+  DataPlan& plan = cache.get(key, [&] {
+    ConvShape c = conv_shape(gx.shape(), w.shape(), gy.shape(), p);
+    auto hint = forward_pd(c, false, false);
+    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, c.x, c.w, c.y, c.strides,
+                                               c.dilates, c.pad_l, c.pad_r);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_engine(), hint);
+    return DataPlan{dnnl::convolution_backward_data(pd), make_port(strided_desc(gy), pd.diff_dst_desc(), true),
+                    make_port(weight_desc(w, p.groups), pd.weights_desc(), true),
+                    make_port(strided_desc(gx), pd.diff_src_desc(), false)};
+  });
+  Bound bgy = bind(plan.gy, gy, true), bw = bind(plan.w, w, true), bgx = bind(plan.gx, gx, false);
+  plan.prim.execute(dnnl_stream(),
+                    {{DNNL_ARG_DIFF_DST, bgy.inner}, {DNNL_ARG_WEIGHTS, bw.inner}, {DNNL_ARG_DIFF_SRC, bgx.inner}});
+  finish(plan.gx, bgx);
+  dnnl_stream().wait();
+}
+
+struct WeightPlan {
+  dnnl::convolution_backward_weights prim;
+  Port gy, x, gw;
+  dnnl::memory::desc gb;
+};
+
+void backward_weight_dnnl(const Tensor& gw, const Tensor& gb, const Tensor& gy_in, const Tensor& x_in,
+                          const ConvParams& p) {
+  Tensor gy = readable(gy_in), x = readable(x_in);
+  PlanKey key;
+  key_of(key, gy), key_of(key, x), key.add(gw.shape()), key_of(key, p), key.add(gb.defined());
+  thread_local PlanCache<WeightPlan> cache;
+  WeightPlan& plan = cache.get(key, [&] {
+    ConvShape c = conv_shape(x.shape(), gw.shape(), gy.shape(), p);
+    auto hint = forward_pd(c, gb.defined(), false);
+    auto alg = dnnl::algorithm::convolution_direct;
+    auto desc = gb.defined() ? dnnl::convolution_backward_weights::desc(alg, c.x, c.w, c.bias, c.y, c.strides,
+                                                                         c.dilates, c.pad_l, c.pad_r)
+                             : dnnl::convolution_backward_weights::desc(alg, c.x, c.w, c.y, c.strides, c.dilates,
+                                                                         c.pad_l, c.pad_r);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, dnnl_engine(), hint);
+    return WeightPlan{dnnl::convolution_backward_weights(pd), make_port(strided_desc(gy), pd.diff_dst_desc(), true),
+                      make_port(strided_desc(x), pd.src_desc(), true),
+                      make_port(weight_desc(gw, p.groups), pd.diff_weights_desc(), false), c.bias};
+  });
+  Bound bgy = bind(plan.gy, gy, true), bx = bind(plan.x, x, true), bgw = bind(plan.gw, gw, false);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_DIFF_DST, bgy.inner}, {DNNL_ARG_SRC, bx.inner}, {DNNL_ARG_DIFF_WEIGHTS, bgw.inner}};
+  if (gb.defined()) args[DNNL_ARG_DIFF_BIAS] = memory_of(plan.gb, gb);
+  plan.prim.execute(dnnl_stream(), args);
+  finish(plan.gw, bgw);
+  dnnl_stream().wait();
+}
+
+// ---- direct loops (f64). Compute-bound, written for clarity: gradient checks use them.
+
+struct Geometry {
+  int64_t N, C, H, W, O, OH, OW, KH, KW, Cg, Og;
+  explicit Geometry(const Dims& x, const Dims& w, const Dims& y, int64_t groups)
+      : N(x[0]), C(x[1]), H(x[2]), W(x[3]), O(w[0]), OH(y[2]), OW(y[3]), KH(w[2]), KW(w[3]), Cg(w[1]),
+        Og(w[0] / groups) {}
+};
+
+template <typename T>
+void forward_loops(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p,
+                   bool relu) {
+  Geometry g(x.shape(), w.shape(), out.shape(), p.groups);
+  const T* X = static_cast<const T*>(x.data_ptr());
+  const T* Wt = static_cast<const T*>(w.data_ptr());
+  const T* B = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  T* Y = static_cast<T*>(out.data_ptr());
+  const Dims &xs = x.strides(), &ws = w.strides();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t o = 0; o < g.O; ++o) {
+      int64_t c0 = o / g.Og * g.Cg;
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          T acc = B ? B[o * bias.strides()[0]] : T(0);
+          for (int64_t c = 0; c < g.Cg; ++c)
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+              int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+              if (ih < 0 || ih >= g.H) continue;
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                if (iw < 0 || iw >= g.W) continue;
+                acc += X[n * xs[0] + (c0 + c) * xs[1] + ih * xs[2] + iw * xs[3]] *
+                       Wt[o * ws[0] + c * ws[1] + kh * ws[2] + kw * ws[3]];
+              }
+            }
+          Y[((n * g.O + o) * g.OH + oh) * g.OW + ow] = relu && acc < T(0) ? T(0) : acc;
+        }
+    }
+}
+
+// gx[n, c, ih, iw] = sum of gy[n, o, oh, ow] w[o, c, kh, kw] over the outputs that read it
+template <typename T>
+void backward_data_loops(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) {
+  Geometry g(gx.shape(), w.shape(), gy.shape(), p.groups);
+  const T* G = static_cast<const T*>(gy.data_ptr());
+  const T* Wt = static_cast<const T*>(w.data_ptr());
+  T* X = static_cast<T*>(gx.data_ptr());
+  const Dims &gs = gy.strides(), &ws = w.strides();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t ci = 0; ci < g.C; ++ci) {
+      int64_t grp = ci / g.Cg, c = ci % g.Cg;
+      for (int64_t ih = 0; ih < g.H; ++ih)
+        for (int64_t iw = 0; iw < g.W; ++iw) {
+          T acc = 0;
+          for (int64_t o = grp * g.Og; o < (grp + 1) * g.Og; ++o)
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+              int64_t th = ih + p.padding[0] - kh * p.dilation[0];
+              if (th < 0 || th % p.stride[0] != 0 || th / p.stride[0] >= g.OH) continue;
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                int64_t tw = iw + p.padding[1] - kw * p.dilation[1];
+                if (tw < 0 || tw % p.stride[1] != 0 || tw / p.stride[1] >= g.OW) continue;
+                acc += G[n * gs[0] + o * gs[1] + th / p.stride[0] * gs[2] + tw / p.stride[1] * gs[3]] *
+                       Wt[o * ws[0] + c * ws[1] + kh * ws[2] + kw * ws[3]];
+              }
+            }
+          X[((n * g.C + ci) * g.H + ih) * g.W + iw] = acc;
+        }
+    }
+}
+
+// gw[o, c, kh, kw] = sum over n, oh, ow of gy[n, o, oh, ow] x[n, c0 + c, ih, iw]
+template <typename T>
+void backward_weight_loops(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                           const ConvParams& p) {
+  Geometry g(x.shape(), gw.shape(), gy.shape(), p.groups);
+  const T* G = static_cast<const T*>(gy.data_ptr());
+  const T* X = static_cast<const T*>(x.data_ptr());
+  T* Wt = static_cast<T*>(gw.data_ptr());
+  const Dims &gs = gy.strides(), &xs = x.strides();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t o = 0; o < g.O; ++o)
+    for (int64_t c = 0; c < g.Cg; ++c) {
+      int64_t c0 = o / g.Og * g.Cg;
+      for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          T acc = 0;
+          for (int64_t n = 0; n < g.N; ++n)
+            for (int64_t oh = 0; oh < g.OH; ++oh) {
+              int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+              if (ih < 0 || ih >= g.H) continue;
+              for (int64_t ow = 0; ow < g.OW; ++ow) {
+                int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                if (iw < 0 || iw >= g.W) continue;
+                acc += G[n * gs[0] + o * gs[1] + oh * gs[2] + ow * gs[3]] *
+                       X[n * xs[0] + (c0 + c) * xs[1] + ih * xs[2] + iw * xs[3]];
+              }
+            }
+          Wt[((o * g.Cg + c) * g.KH + kh) * g.KW + kw] = acc;
+        }
+    }
+  if (gb.defined()) bias_grad<T>(gb, gy);
+}
+
+}  // namespace
+
+void CpuBackend::conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                const ConvParams& p, bool relu) {
+  Lowering l = lowering(x, w, p);
+  if (l != Lowering::none) return forward_gemm(l, out, x, w, bias, relu);
+  if (x.dtype() == DType::f32) return forward_dnnl(out, x, w, bias, p, relu);
+  dispatch_float(x.dtype(), "conv2d", [&]<typename T>() { forward_loops<T>(out, x, w, bias, p, relu); });
+}
+
+void CpuBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) {
+  Lowering l = lowering(gx, w, p);
+  if (l != Lowering::none) return backward_data_gemm(l, gx, gy, w);
+  if (gx.dtype() == DType::f32) return backward_data_dnnl(gx, gy, w, p);
+  dispatch_float(gx.dtype(), "conv2d", [&]<typename T>() { backward_data_loops<T>(gx, gy, w, p); });
+}
+
+void CpuBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                                        const ConvParams& p) {
+  // the pointwise case sums one product per image: oneDNN's 1x1 kernels do that well already
+  if (lowering(x, gw, p) == Lowering::full) return backward_weight_gemm(gw, gb, gy, x);
+  if (x.dtype() == DType::f32) return backward_weight_dnnl(gw, gb, gy, x, p);
+  dispatch_float(x.dtype(), "conv2d", [&]<typename T>() { backward_weight_loops<T>(gw, gb, gy, x, p); });
+}
+
+}  // namespace reel::cpu
