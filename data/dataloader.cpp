@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "../autograd/grad_mode.h"
+#include "../cuda/cuda.h"
 #include "internal/io.h"
 
 namespace reel::data {
@@ -59,14 +60,29 @@ struct DataLoader::Run {
     threads.clear();
   }
 
+  // A tensor bound for a GPU, in pinned memory so that its copy is asynchronous. A
+  // transform that made new (pageable) tensors costs one host copy here.
+  static Tensor pinned(const Tensor& t) {
+    if (!t.defined() || !t.device().is_cpu() || cuda::is_pinned(t)) return t;
+    Tensor p = cuda::pinned_empty(t.shape(), t.dtype());
+    p.copy_(t);
+    return p;
+  }
+
   Example make(int64_t k) const {
     NoGradGuard no_grad;  // a batch is input: nothing to record, on any thread
     int64_t begin = k * opt.batch_size;
     int64_t end = std::min<int64_t>(begin + opt.batch_size, int64_t(order.size()));
-    Example b = dataset.get_batch(std::span<const int64_t>(order.data() + begin, size_t(end - begin)));
+    bool gpu = opt.device.is_cuda();
+    Example b = dataset.get_batch(std::span<const int64_t>(order.data() + begin, size_t(end - begin)),
+                                  gpu ? HostMemory::pinned : HostMemory::pageable);
     if (opt.transform) {
       uint64_t epoch_seed = internal::derive_seed(opt.seed, uint64_t(epoch));
       b = opt.transform(std::move(b), internal::derive_seed(epoch_seed, uint64_t(k)));
+    }
+    if (gpu && cuda::is_available()) {  // without CUDA, to() says why it cannot copy
+      b.data = pinned(b.data);
+      b.target = pinned(b.target);
     }
     if (!(opt.device == kCPU)) {
       b.data = b.data.to(opt.device);

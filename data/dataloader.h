@@ -12,9 +12,9 @@
 //   `prefetch` batches are ready or in the making ahead of the one in use. Batches
 //   come out in order, identical to workers = 0. An exception thrown while making a
 //   batch is rethrown by the iterator when that batch is reached.
-// - Device: batches are assembled in host memory and copied with Tensor::to(device)
-//   in the worker, so the copy overlaps training; the CUDA backend makes that copy
-//   asynchronous when the host buffer is pinned.
+// - Device: for a GPU, batches are assembled in pinned host memory (get_batch with
+//   HostMemory::pinned) and copied with Tensor::to(device) in the worker; from pinned
+//   memory that copy is asynchronous, so the training thread never waits on it.
 // - Transform: called on each whole batch, on the host, before the copy, with a seed
 //   drawn from (seed, epoch, batch index): random augmentations are reproducible and
 //   independent of the worker that ran them.

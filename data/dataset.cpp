@@ -5,15 +5,21 @@
 
 #include <cstring>
 
+#include "../cuda/cuda.h"
+
 namespace reel::data {
 
 namespace {
 
+Tensor host_empty(const Dims& shape, DType dtype, HostMemory memory) {
+  return memory == HostMemory::pinned ? cuda::pinned_empty(shape, dtype) : empty(shape, {.dtype = dtype});
+}
+
 // Copies rows `indices` of a contiguous [N, ...] tensor into a new [B, ...] tensor.
-Tensor gather_rows(const Tensor& src, std::span<const int64_t> indices) {
+Tensor gather_rows(const Tensor& src, std::span<const int64_t> indices, HostMemory memory) {
   Dims shape = src.shape();
   shape[0] = int64_t(indices.size());
-  Tensor out = empty(shape, {.dtype = src.dtype()});
+  Tensor out = host_empty(shape, src.dtype(), memory);
   size_t row = src.numel() / src.size(0) * src.element_size();
   const char* from = static_cast<const char*>(src.data_ptr());
   char* to = static_cast<char*>(out.data_ptr());
@@ -21,12 +27,12 @@ Tensor gather_rows(const Tensor& src, std::span<const int64_t> indices) {
   return out;
 }
 
-Tensor stack_rows(const std::vector<Example>& examples, bool target) {
+Tensor stack_rows(const std::vector<Example>& examples, bool target, HostMemory memory) {
   const Tensor& first = target ? examples[0].target : examples[0].data;
   const char* what = target ? "target" : "data";
   Dims shape = first.shape();
   shape.insert(0, int64_t(examples.size()));
-  Tensor out = empty(shape, {.dtype = first.dtype()});
+  Tensor out = host_empty(shape, first.dtype(), memory);
   size_t bytes = size_t(first.numel()) * first.element_size();
   char* to = static_cast<char*>(out.data_ptr());
   for (size_t k = 0; k < examples.size(); ++k) {
@@ -43,18 +49,18 @@ Tensor stack_rows(const std::vector<Example>& examples, bool target) {
 
 }  // namespace
 
-Example collate(const std::vector<Example>& examples) {
+Example collate(const std::vector<Example>& examples, HostMemory memory) {
   if (examples.empty()) throw Error("collate: no examples to stack");
   if (!examples[0].data.defined() || !examples[0].target.defined())
     throw Error("collate: example 0 has an undefined data or target tensor");
-  return {stack_rows(examples, false), stack_rows(examples, true)};
+  return {stack_rows(examples, false, memory), stack_rows(examples, true, memory)};
 }
 
-Example Dataset::get_batch(std::span<const int64_t> indices) const {
+Example Dataset::get_batch(std::span<const int64_t> indices, HostMemory memory) const {
   std::vector<Example> examples;
   examples.reserve(indices.size());
   for (int64_t i : indices) examples.push_back(get(i));
-  return collate(examples);
+  return collate(examples, memory);
 }
 
 TensorDataset::TensorDataset(Tensor data, Tensor targets) {
@@ -81,11 +87,11 @@ Example TensorDataset::get(int64_t index) const {
   return {data_.select(0, index), targets_.select(0, index)};
 }
 
-Example TensorDataset::get_batch(std::span<const int64_t> indices) const {
+Example TensorDataset::get_batch(std::span<const int64_t> indices, HostMemory memory) const {
   for (int64_t i : indices)
     if (i < 0 || i >= size_)
       throw Error(fmt::format("TensorDataset::get_batch: index {} is out of range for {} examples", i, size_));
-  return {gather_rows(data_, indices), gather_rows(targets_, indices)};
+  return {gather_rows(data_, indices, memory), gather_rows(targets_, indices, memory)};
 }
 
 }  // namespace reel::data

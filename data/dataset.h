@@ -31,6 +31,11 @@ struct ImageSet {
   Tensor labels;
 };
 
+// Where a batch's host tensors live: pinned (page-locked) memory lets the copy to a
+// GPU run asynchronously; the DataLoader asks for it when it delivers to a GPU.
+// Without CUDA, pinned is ordinary memory.
+enum class HostMemory : uint8_t { pageable, pinned };
+
 // Implementations must allow get and get_batch to be called from several threads
 // at once (the DataLoader's workers do).
 class Dataset {
@@ -38,15 +43,15 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual Example get(int64_t index) const = 0;
-  // The examples at `indices`, stacked along a new first dim. The default calls
-  // get for each index and stacks (collate); override it when a batch can be
-  // gathered in one go.
-  virtual Example get_batch(std::span<const int64_t> indices) const;
+  // The examples at `indices`, stacked along a new first dim, in `memory`. The
+  // default calls get for each index and stacks (collate); override it when a batch
+  // can be gathered in one go.
+  virtual Example get_batch(std::span<const int64_t> indices, HostMemory memory = HostMemory::pageable) const;
 };
 
 // Stacks examples of equal shapes and dtypes along a new first dim: data [B, ...],
 // target [B, ...]. Throws Error when shapes or dtypes differ or the list is empty.
-Example collate(const std::vector<Example>& examples);
+Example collate(const std::vector<Example>& examples, HostMemory memory = HostMemory::pageable);
 
 // Example i is (data[i], targets[i]). Both tensors live on the CPU and share their
 // first dim; they are made contiguous once here.
@@ -55,7 +60,8 @@ class TensorDataset final : public Dataset {
   TensorDataset(Tensor data, Tensor targets);
   int64_t size() const override { return size_; }
   Example get(int64_t index) const override;  // views into the held tensors
-  Example get_batch(std::span<const int64_t> indices) const override;  // fresh tensors
+  Example get_batch(std::span<const int64_t> indices,
+                    HostMemory memory = HostMemory::pageable) const override;  // fresh tensors
   const Tensor& data() const { return data_; }
   const Tensor& targets() const { return targets_; }
 

@@ -2,6 +2,7 @@
 // truncated), the real Fashion-MNIST when installed, Dataset/DataLoader order,
 // batching and prefetch, and the image transforms.
 #include <catch2/catch.hpp>
+#include <reel/cuda/cuda.h>
 #include <reel/data/cifar.h>
 #include <reel/data/dataloader.h>
 #include <reel/data/dataset.h>
@@ -329,6 +330,30 @@ TEST_CASE("DataLoader rethrows an error made in a worker at its batch", "[data]"
   });
   CHECK(e == "Faulty::get: example 13 is unreadable");
   CHECK(reached == 3);  // batches 0-2 came through; batch 3 holds example 13
+}
+
+TEST_CASE("DataLoader delivers batches to a GPU from pinned memory", "[data][cuda]") {
+  data::TensorDataset ds = counting(20);
+  std::vector<int64_t> idx{5, 2};
+  data::Example pinned = ds.get_batch(idx, data::HostMemory::pinned);
+  CHECK(pinned.data.to_vector<float>() == std::vector<float>{5, 105, 2, 102});
+  CHECK(pinned.data.device().is_cpu());
+  data::DataLoader gpu(ds, {.batch_size = 6, .shuffle = true, .seed = 2, .workers = 2, .device = Device::cuda()});
+  if (!cuda::is_available()) {
+    WARN("no CUDA device (" << cuda::unavailable_reason() << "): GPU delivery skipped");
+    CHECK_THROWS_AS(gpu.begin(), Error);  // the worker's failed copy reaches the caller
+    return;
+  }
+  CHECK(cuda::is_pinned(pinned.data));
+  data::DataLoader cpu(ds, {.batch_size = 6, .shuffle = true, .seed = 2});
+  std::vector<std::vector<float>> on_gpu, on_cpu;
+  for (auto& b : gpu) {
+    CHECK(b.data.device() == Device::cuda());
+    CHECK(b.target.device() == Device::cuda());
+    on_gpu.push_back(b.data.cpu().to_vector<float>());
+  }
+  for (auto& b : cpu) on_cpu.push_back(b.data.to_vector<float>());
+  CHECK(on_gpu == on_cpu);
 }
 
 namespace {
