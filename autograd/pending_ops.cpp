@@ -3,9 +3,6 @@
 #include "ops.h"
 namespace reel {
 #define PENDING(name) throw Error(#name ": pending")
-Tensor max_pool2d(const Tensor&, Pool2dOptions, Site) { PENDING(max_pool2d); }
-Tensor avg_pool2d(const Tensor&, Pool2dOptions, Site) { PENDING(avg_pool2d); }
-Tensor adaptive_avg_pool2d(const Tensor&, int64_t, int64_t, Site) { PENDING(adaptive_avg_pool2d); }
 Tensor batch_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double, double, Site) { PENDING(batch_norm); }
 Tensor layer_norm(const Tensor&, const Dims&, const Tensor&, const Tensor&, double, Site) { PENDING(layer_norm); }
 Tensor softmax(const Tensor&, int64_t, Site) { PENDING(softmax); }

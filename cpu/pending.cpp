@@ -2,12 +2,6 @@
 #include "cpu_backend.h"
 namespace reel::cpu {
 #define PENDING(name) throw Error(#name ": pending")
-void CpuBackend::max_pool2d_forward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
-void CpuBackend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
-void CpuBackend::avg_pool2d_forward(const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
-void CpuBackend::avg_pool2d_backward(const Tensor&, const Tensor&, const PoolParams&) { PENDING(pool); }
-void CpuBackend::adaptive_avg_pool2d_forward(const Tensor&, const Tensor&) { PENDING(pool); }
-void CpuBackend::adaptive_avg_pool2d_backward(const Tensor&, const Tensor&) { PENDING(pool); }
 void CpuBackend::batch_norm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double, double) { PENDING(bn); }
 void CpuBackend::batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) { PENDING(bn); }
 void CpuBackend::layer_norm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double) { PENDING(ln); }

@@ -1,0 +1,122 @@
+// Pooling, NCHW: max_pool2d, avg_pool2d, adaptive_avg_pool2d. x [N, C, H, W] ->
+// y [N, C, OH, OW], OH = (H + 2 pad - kernel) / stride + 1 (adaptive: any OH, OW).
+#include "op_support.h"
+#include "ops.h"
+
+namespace reel {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+void check_input(const OpScope& op, const Tensor& x) {
+  check_defined(op, x, "the input");
+  check_floating(op, x, "the input");
+  check_dim(op, x, 4, "the input [N, C, H, W]");
+}
+
+// Checks the options against x; returns the backend's parameters and y's shape.
+PoolParams plan(const OpScope& op, const Tensor& x, const Pool2dOptions& o, Dims& shape) {
+  check_input(op, x);
+  PoolParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.kernel[i] = o.kernel[i];
+    p.stride[i] = o.stride[i] == 0 ? o.kernel[i] : o.stride[i];
+    p.padding[i] = o.padding[i];
+  }
+  p.count_include_pad = o.count_include_pad;
+  for (int i = 0; i < 2; ++i) {
+    if (p.kernel[i] < 1 || p.stride[i] < 1 || p.padding[i] < 0 || 2 * p.padding[i] > p.kernel[i])
+      fail(op.op, fmt::format("expected kernel >= 1, stride >= 1 and 0 <= padding <= kernel / 2, got kernel [{}, {}], "
+                              "stride [{}, {}], padding [{}, {}]", p.kernel[0], p.kernel[1], p.stride[0], p.stride[1],
+                              p.padding[0], p.padding[1]), op.site);
+  }
+  shape = {x.size(0), x.size(1), 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int64_t padded = x.size(2 + i) + 2 * p.padding[i];
+    if (p.kernel[i] > padded)
+      fail(op.op, fmt::format("the kernel [{}, {}] is larger than the padded input [{}, {}] (input {}, padding [{}, {}])",
+                              p.kernel[0], p.kernel[1], x.size(2) + 2 * p.padding[0], x.size(3) + 2 * p.padding[1],
+                              x.shape().str(), p.padding[0], p.padding[1]), op.site);
+    shape[2 + i] = (padded - p.kernel[i]) / p.stride[i] + 1;
+  }
+  return p;
+}
+
+void remember(Node* n, const PoolParams& p) {
+  for (int i = 0; i < 2; ++i) {
+    n->ints[i] = p.kernel[i];
+    n->ints[2 + i] = p.stride[i];
+    n->ints[4 + i] = p.padding[i];
+  }
+  n->ints[6] = p.count_include_pad;
+}
+
+PoolParams recall(const Node& n) {
+  PoolParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.kernel[i] = n.ints[i];
+    p.stride[i] = n.ints[2 + i];
+    p.padding[i] = n.ints[4 + i];
+  }
+  p.count_include_pad = n.ints[6] != 0;
+  return p;
+}
+
+}  // namespace
+
+// y = max over each window (argmax saved as flat h*W+w); dx = g routed to the argmax
+Tensor max_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
+  OpScope op("max_pool2d", site);
+  Dims shape;
+  PoolParams p = plan(op, x, opt, shape);
+  Tensor y = new_tensor(shape, x.dtype(), x.device());
+  Tensor indices = new_tensor(shape, DType::i64, x.device());
+  if (y.numel()) backend_of(x).max_pool2d_forward(y, indices, x, p);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor gx = new_tensor(n.input_shape(0), g[0].dtype(), g[0].device());
+        if (gx.numel()) backend_of(gx).max_pool2d_backward(gx, g[0], n.saved_tensor(0), recall(n));
+        gi[0] = gx;
+      }, {&x}, {&y})) {
+    n->save(indices);
+    remember(n, p);
+  }
+  return y;
+}
+
+// y = mean over each window (count_include_pad: padding counts in the divisor);
+// dx = g / count spread over the window
+Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
+  OpScope op("avg_pool2d", site);
+  Dims shape;
+  PoolParams p = plan(op, x, opt, shape);
+  Tensor y = new_tensor(shape, x.dtype(), x.device());
+  if (y.numel()) backend_of(x).avg_pool2d_forward(y, x, p);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor gx = new_tensor(n.input_shape(0), g[0].dtype(), g[0].device());
+        if (gx.numel()) backend_of(gx).avg_pool2d_backward(gx, g[0], recall(n));
+        gi[0] = gx;
+      }, {&x}, {&y}))
+    remember(n, p);
+  return y;
+}
+
+// y[i, j] = mean of x over rows [floor(i H / oh), ceil((i+1) H / oh)) and likewise
+// columns; dx = g / window size spread over each window
+Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w, Site site) {
+  OpScope op("adaptive_avg_pool2d", site);
+  check_input(op, x);
+  if (out_h < 1 || out_w < 1)
+    fail(op.op, fmt::format("expected an output size of at least [1, 1], got [{}, {}]", out_h, out_w), op.site);
+  if (x.size(2) < 1 || x.size(3) < 1)
+    fail(op.op, fmt::format("expected an input of at least 1x1 pixels, got {}", x.shape().str()), op.site);
+  Tensor y = new_tensor({x.size(0), x.size(1), out_h, out_w}, x.dtype(), x.device());
+  if (y.numel()) backend_of(x).adaptive_avg_pool2d_forward(y, x);
+  record(op, [](Node& n, const Grads& g, Grads& gi) {
+    Tensor gx = new_tensor(n.input_shape(0), g[0].dtype(), g[0].device());
+    if (gx.numel()) backend_of(gx).adaptive_avg_pool2d_backward(gx, g[0]);
+    gi[0] = gx;
+  }, {&x}, {&y});
+  return y;
+}
+
+}  // namespace reel

@@ -1,0 +1,197 @@
+// Pooling, NCHW: max (with flat h*W+w indices saved for backward), average
+// (count_include_pad or not) and adaptive average, forward and backward.
+// Memory-bound: one task per (n, c) plane, each input element read once per window
+// covering it, so planes never share an output and the backward scatters need no
+// atomics. Plain loops rather than oneDNN: its fast pooling kernels want blocked
+// layouts, and it has no i64 indices of the kind our max pooling saves.
+#include <cmath>
+#include <limits>
+
+#include "cpu_backend.h"
+#include "loops.h"
+
+namespace reel::cpu {
+namespace {
+
+// A plane-wise loop: f(n, c, plane index) on the OpenMP pool when the work is large.
+template <typename F>
+void for_planes(int64_t N, int64_t C, int64_t work, F f) {
+#pragma omp parallel for schedule(static) if (work >= kParallelGrain)
+  for (int64_t p = 0; p < N * C; ++p) f(p / C, p % C, p);
+}
+
+// The window of output i along a dim of size `in`: [begin, end) clamped to the input,
+// and its size before clamping (the count_include_pad divisor).
+struct Window {
+  int64_t begin, end, padded;
+};
+Window window(int64_t i, int64_t in, int64_t k, int64_t s, int64_t pad) {
+  int64_t b = i * s - pad, e = std::min(b + k, in + pad);
+  return {std::max<int64_t>(b, 0), std::min(e, in), e - b};
+}
+
+template <typename T>
+void max_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) {
+  int64_t C = x.shape()[1], H = x.shape()[2], W = x.shape()[3], OH = out.shape()[2], OW = out.shape()[3];
+  const Dims& xs = x.strides();
+  const T* X = static_cast<const T*>(x.data_ptr());
+  T* Y = static_cast<T*>(out.data_ptr());
+  int64_t* I = static_cast<int64_t*>(indices.data_ptr());
+  for_planes(x.shape()[0], C, x.numel(), [&](int64_t n, int64_t c, int64_t plane) {
+    const T* src = X + n * xs[0] + c * xs[1];
+    T* y = Y + plane * OH * OW;
+    int64_t* ind = I + plane * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      Window wh = window(oh, H, p.kernel[0], p.stride[0], p.padding[0]);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        Window ww = window(ow, W, p.kernel[1], p.stride[1], p.padding[1]);
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t arg = wh.begin * W + ww.begin;
+        for (int64_t h = wh.begin; h < wh.end; ++h)
+          for (int64_t w = ww.begin; w < ww.end; ++w) {
+            T v = src[h * xs[2] + w * xs[3]];
+            if (v > best || std::isnan(v)) {  // a NaN wins, as in PyTorch
+              best = v;
+              arg = h * W + w;
+            }
+          }
+        y[oh * OW + ow] = best;
+        ind[oh * OW + ow] = arg;
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices) {
+  int64_t C = gx.shape()[1], HW = gx.shape()[2] * gx.shape()[3], OH = gy.shape()[2], OW = gy.shape()[3];
+  const Dims& gs = gy.strides();
+  const T* G = static_cast<const T*>(gy.data_ptr());
+  const int64_t* I = static_cast<const int64_t*>(indices.data_ptr());
+  T* X = static_cast<T*>(gx.data_ptr());
+  for_planes(gx.shape()[0], C, gx.numel(), [&](int64_t n, int64_t c, int64_t plane) {
+    T* dst = X + plane * HW;
+    std::fill(dst, dst + HW, T(0));
+    const T* g = G + n * gs[0] + c * gs[1];
+    const int64_t* ind = I + plane * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) dst[ind[oh * OW + ow]] += g[oh * gs[2] + ow * gs[3]];
+  });
+}
+
+template <typename T>
+void avg_forward(const Tensor& out, const Tensor& x, const PoolParams& p) {
+  int64_t C = x.shape()[1], H = x.shape()[2], W = x.shape()[3], OH = out.shape()[2], OW = out.shape()[3];
+  const Dims& xs = x.strides();
+  const T* X = static_cast<const T*>(x.data_ptr());
+  T* Y = static_cast<T*>(out.data_ptr());
+  for_planes(x.shape()[0], C, x.numel(), [&](int64_t n, int64_t c, int64_t plane) {
+    const T* src = X + n * xs[0] + c * xs[1];
+    T* y = Y + plane * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      Window wh = window(oh, H, p.kernel[0], p.stride[0], p.padding[0]);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        Window ww = window(ow, W, p.kernel[1], p.stride[1], p.padding[1]);
+        T acc = 0;
+        for (int64_t h = wh.begin; h < wh.end; ++h)
+          for (int64_t w = ww.begin; w < ww.end; ++w) acc += src[h * xs[2] + w * xs[3]];
+        int64_t count = p.count_include_pad ? wh.padded * ww.padded : (wh.end - wh.begin) * (ww.end - ww.begin);
+        y[oh * OW + ow] = acc / T(count);
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_backward(const Tensor& gx, const Tensor& gy, const PoolParams& p) {
+  int64_t C = gx.shape()[1], H = gx.shape()[2], W = gx.shape()[3], OH = gy.shape()[2], OW = gy.shape()[3];
+  const Dims& gs = gy.strides();
+  const T* G = static_cast<const T*>(gy.data_ptr());
+  T* X = static_cast<T*>(gx.data_ptr());
+  for_planes(gx.shape()[0], C, gx.numel(), [&](int64_t n, int64_t c, int64_t plane) {
+    T* dst = X + plane * H * W;
+    std::fill(dst, dst + H * W, T(0));
+    const T* g = G + n * gs[0] + c * gs[1];
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      Window wh = window(oh, H, p.kernel[0], p.stride[0], p.padding[0]);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        Window ww = window(ow, W, p.kernel[1], p.stride[1], p.padding[1]);
+        int64_t count = p.count_include_pad ? wh.padded * ww.padded : (wh.end - wh.begin) * (ww.end - ww.begin);
+        T share = g[oh * gs[2] + ow * gs[3]] / T(count);
+        for (int64_t h = wh.begin; h < wh.end; ++h)
+          for (int64_t w = ww.begin; w < ww.end; ++w) dst[h * W + w] += share;
+      }
+    }
+  });
+}
+
+// Adaptive windows, as PyTorch: output i of `out` averages [floor(i in / out), ceil((i + 1) in / out)).
+int64_t adaptive_begin(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+int64_t adaptive_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+template <typename T>
+void adaptive_forward(const Tensor& out, const Tensor& x) {
+  int64_t C = x.shape()[1], H = x.shape()[2], W = x.shape()[3], OH = out.shape()[2], OW = out.shape()[3];
+  const Dims& xs = x.strides();
+  const T* X = static_cast<const T*>(x.data_ptr());
+  T* Y = static_cast<T*>(out.data_ptr());
+  for_planes(x.shape()[0], C, x.numel(), [&](int64_t n, int64_t c, int64_t plane) {
+    const T* src = X + n * xs[0] + c * xs[1];
+    T* y = Y + plane * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      int64_t h0 = adaptive_begin(oh, H, OH), h1 = adaptive_end(oh, H, OH);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        int64_t w0 = adaptive_begin(ow, W, OW), w1 = adaptive_end(ow, W, OW);
+        T acc = 0;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) acc += src[h * xs[2] + w * xs[3]];
+        y[oh * OW + ow] = acc / T((h1 - h0) * (w1 - w0));
+      }
+    }
+  });
+}
+
+template <typename T>
+void adaptive_backward(const Tensor& gx, const Tensor& gy) {
+  int64_t C = gx.shape()[1], H = gx.shape()[2], W = gx.shape()[3], OH = gy.shape()[2], OW = gy.shape()[3];
+  const Dims& gs = gy.strides();
+  const T* G = static_cast<const T*>(gy.data_ptr());
+  T* X = static_cast<T*>(gx.data_ptr());
+  for_planes(gx.shape()[0], C, gx.numel(), [&](int64_t n, int64_t c, int64_t plane) {
+    T* dst = X + plane * H * W;
+    std::fill(dst, dst + H * W, T(0));
+    const T* g = G + n * gs[0] + c * gs[1];
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      int64_t h0 = adaptive_begin(oh, H, OH), h1 = adaptive_end(oh, H, OH);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        int64_t w0 = adaptive_begin(ow, W, OW), w1 = adaptive_end(ow, W, OW);
+        T share = g[oh * gs[2] + ow * gs[3]] / T((h1 - h0) * (w1 - w0));
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) dst[h * W + w] += share;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) {
+  dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() { max_forward<T>(out, indices, x, p); });
+}
+void CpuBackend::max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams&) {
+  dispatch_float(gx.dtype(), "max_pool2d", [&]<typename T>() { max_backward<T>(gx, gy, indices); });
+}
+void CpuBackend::avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) {
+  dispatch_float(x.dtype(), "avg_pool2d", [&]<typename T>() { avg_forward<T>(out, x, p); });
+}
+void CpuBackend::avg_pool2d_backward(const Tensor& gx, const Tensor& gy, const PoolParams& p) {
+  dispatch_float(gx.dtype(), "avg_pool2d", [&]<typename T>() { avg_backward<T>(gx, gy, p); });
+}
+void CpuBackend::adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) {
+  dispatch_float(x.dtype(), "adaptive_avg_pool2d", [&]<typename T>() { adaptive_forward<T>(out, x); });
+}
+void CpuBackend::adaptive_avg_pool2d_backward(const Tensor& gx, const Tensor& gy) {
+  dispatch_float(gx.dtype(), "adaptive_avg_pool2d", [&]<typename T>() { adaptive_backward<T>(gx, gy); });
+}
+
+}  // namespace reel::cpu

@@ -1,0 +1,121 @@
+// max_pool2d, avg_pool2d, adaptive_avg_pool2d: values (hand-computed, and PyTorch's
+// for the less obvious windows), strided inputs, gradient routing, gradient checks, errors.
+#include "gradcheck.h"
+
+using namespace reel;
+using reel::test::input;
+using V = std::vector<Tensor>;
+
+namespace {
+Tensor grid(int64_t h, int64_t w, DType dt = DType::f32) {
+  return arange(0.0, double(h * w), 1.0, {.dtype = dt}).reshape({1, 1, h, w});
+}
+}  // namespace
+
+TEST_CASE("max_pool2d gives the window maxima", "[pool]") {
+  Tensor x = grid(4, 4);  // x[i, j] = 4 i + j
+  CHECK(max_pool2d(x).to_vector<float>() == std::vector<float>{5, 7, 13, 15});
+  CHECK(max_pool2d(x, {.kernel = {2, 2}, .stride = {1, 1}}).to_vector<float>() ==
+        std::vector<float>{5, 6, 7, 9, 10, 11, 13, 14, 15});
+  // padding never wins: windows at the border see only real pixels (values from PyTorch)
+  CHECK(max_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}}).to_vector<float>() ==
+        std::vector<float>{0, 2, 3, 8, 10, 11, 12, 14, 15});
+  CHECK(max_pool2d(-grid(4, 4, DType::f64), {.kernel = {3, 2}, .stride = {1, 2}}).to_vector<double>() ==
+        std::vector<double>{0, -2, -4, -6});
+  Tensor nan = grid(2, 2);
+  nan.data<float>()[1] = std::nanf("");
+  CHECK(std::isnan(max_pool2d(nan).item<float>()));
+}
+
+TEST_CASE("max_pool2d routes the gradient to each window's maximum", "[pool]") {
+  Tensor x = tensor({{1, 9, 2, 3}, {4, 5, 8, 7}}).reshape({1, 1, 2, 4}).requires_grad_();
+  Tensor y = max_pool2d(x);  // maxima 9 (at 1) and 8 (at 6)
+  CHECK(y.to_vector<float>() == std::vector<float>{9, 8});
+  (y * tensor({2, 3}).reshape({1, 1, 1, 2})).sum().backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{0, 2, 0, 0, 0, 0, 3, 0});
+  // overlapping windows that share a maximum add up
+  Tensor z = tensor({{0, 0, 0}, {0, 5, 0}, {0, 0, 0}}).reshape({1, 1, 3, 3}).requires_grad_();
+  max_pool2d(z, {.kernel = {2, 2}, .stride = {1, 1}}).sum().backward();
+  CHECK(z.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 0, 4, 0, 0, 0, 0});
+}
+
+TEST_CASE("avg_pool2d averages with and without the padding in the count", "[pool]") {
+  Tensor x = grid(4, 4);
+  CHECK(avg_pool2d(x).to_vector<float>() == std::vector<float>{2.5, 4.5, 10.5, 12.5});
+  // values from PyTorch
+  CHECK(avg_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}}).to_vector<float>() ==
+        std::vector<float>{0, 0.75, 0.75, 3, 7.5, 4.5, 3, 6.75, 3.75});
+  CHECK(avg_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false})
+            .to_vector<float>() == std::vector<float>{0, 1.5, 3, 6, 7.5, 9, 12, 13.5, 15});
+  CHECK(avg_pool2d(grid(4, 4, DType::f64), {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1},
+                                            .count_include_pad = false})
+            .to_vector<double>() ==
+        std::vector<double>{2.5, 3, 4, 4.5, 4.5, 5, 6, 6.5, 8.5, 9, 10, 10.5, 10.5, 11, 12, 12.5});
+}
+
+TEST_CASE("adaptive_avg_pool2d uses PyTorch's windows", "[pool]") {
+  Tensor x = grid(5, 5);
+  // windows of 5 -> 2: [0, 3) and [2, 5)
+  CHECK(adaptive_avg_pool2d(x, 2, 2).to_vector<float>() == std::vector<float>{6, 8, 16, 18});
+  CHECK(adaptive_avg_pool2d(x, 1, 1).to_vector<float>() == std::vector<float>{12});
+  CHECK(adaptive_avg_pool2d(x, 5, 5).to_vector<float>() == x.to_vector<float>());
+  // values from PyTorch, shrinking one dim and growing the other
+  CHECK(adaptive_avg_pool2d(grid(5, 7), 3, 4).to_vector<float>() ==
+        std::vector<float>{4, 5.5, 7.5, 9, 14.5, 16, 18, 19.5, 25, 26.5, 28.5, 30});
+  CHECK(adaptive_avg_pool2d(grid(5, 7, DType::f64), 7, 2).to_vector<double>() ==
+        std::vector<double>{1.5, 4.5, 5, 8, 12, 15, 15.5, 18.5, 19, 22, 26, 29, 29.5, 32.5});
+}
+
+TEST_CASE("pooling reads strided inputs", "[pool]") {
+  manual_seed(20);
+  Tensor nhwc = randn({2, 6, 5, 3});
+  Tensor x = nhwc.permute({0, 3, 1, 2});  // [2, 3, 6, 5], channels-last
+  Tensor xc = x.contiguous();
+  Pool2dOptions o{.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}};
+  CHECK(max_pool2d(x, o).to_vector<float>() == max_pool2d(xc, o).to_vector<float>());
+  CHECK(avg_pool2d(x, o).to_vector<float>() == avg_pool2d(xc, o).to_vector<float>());
+  CHECK(adaptive_avg_pool2d(x, 4, 3).to_vector<float>() == adaptive_avg_pool2d(xc, 4, 3).to_vector<float>());
+  Tensor s = randn({2, 3, 8, 8}).slice(3, 0, 8, 2);
+  CHECK(max_pool2d(s).to_vector<float>() == max_pool2d(s.contiguous()).to_vector<float>());
+}
+
+TEST_CASE("pooling gradients match finite differences", "[pool][grad]") {
+  CHECK_GRADIENTS([](const V& v) { return max_pool2d(v[0]); }, input({2, 2, 4, 6}));
+  CHECK_GRADIENTS([](const V& v) { return max_pool2d(v[0], {.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}}); },
+                  input({1, 2, 5, 5}));
+  CHECK_GRADIENTS([](const V& v) { return avg_pool2d(v[0]); }, input({2, 2, 4, 4}));
+  CHECK_GRADIENTS([](const V& v) { return avg_pool2d(v[0], {.kernel = {3, 3}, .stride = {2, 1}, .padding = {1, 1}}); },
+                  input({1, 2, 5, 4}));
+  CHECK_GRADIENTS([](const V& v) {
+    return avg_pool2d(v[0], {.kernel = {3, 3}, .stride = {2, 1}, .padding = {1, 1}, .count_include_pad = false});
+  }, input({1, 2, 5, 4}));
+  CHECK_GRADIENTS([](const V& v) { return adaptive_avg_pool2d(v[0], 3, 2); }, input({2, 1, 5, 7}));
+  CHECK_GRADIENTS([](const V& v) { return adaptive_avg_pool2d(v[0], 4, 5); }, input({1, 2, 3, 3}));
+  // strided inputs
+  CHECK_GRADIENTS([](const V& v) { return max_pool2d(v[0].permute({0, 3, 1, 2})); }, input({1, 4, 4, 2}));
+  CHECK_GRADIENTS([](const V& v) { return avg_pool2d(v[0].slice(3, 0, 8, 2)); }, input({1, 2, 4, 8}));
+  CHECK_GRADIENTS([](const V& v) { return adaptive_avg_pool2d(v[0].transpose(2, 3), 2, 2); }, input({1, 2, 5, 3}));
+}
+
+TEST_CASE("pooling errors name the op and the shapes", "[pool][errors]") {
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string m = message([] { max_pool2d(zeros({3, 8, 8})); });
+  CHECK_THAT(m, Catch::Contains("max_pool2d") && Catch::Contains("[3, 8, 8]") && Catch::Contains("test_pool.cpp"));
+  m = message([] { max_pool2d(zeros({1, 1, 3, 3}), {.kernel = {4, 4}}); });
+  CHECK_THAT(m, Catch::Contains("max_pool2d") && Catch::Contains("larger") && Catch::Contains("[1, 1, 3, 3]"));
+  m = message([] { avg_pool2d(zeros({1, 1, 3, 3}), {.kernel = {2, 2}, .padding = {2, 2}}); });
+  CHECK_THAT(m, Catch::Contains("avg_pool2d") && Catch::Contains("padding"));
+  m = message([] { avg_pool2d(zeros({1, 1, 3, 3}, {.dtype = DType::i64})); });
+  CHECK_THAT(m, Catch::Contains("avg_pool2d") && Catch::Contains("floating"));
+  m = message([] { adaptive_avg_pool2d(zeros({1, 1, 3, 3}), 0, 2); });
+  CHECK_THAT(m, Catch::Contains("adaptive_avg_pool2d") && Catch::Contains("[0, 2]"));
+  m = message([] { adaptive_avg_pool2d(zeros({2, 3}), 1, 1); });
+  CHECK_THAT(m, Catch::Contains("adaptive_avg_pool2d") && Catch::Contains("[2, 3]"));
+}
