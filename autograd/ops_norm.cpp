@@ -1,0 +1,128 @@
+// Normalisation: batch_norm over [N, C, *] (per-channel statistics) and layer_norm
+// over trailing dims. Both save the mean and invstd = 1 / sqrt(var + eps) they used.
+#include "op_support.h"
+#include "ops.h"
+
+namespace reel {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+// An optional per-feature tensor (weight, bias, running statistic) of `shape`.
+void check_param(const OpScope& op, const Tensor& x, const Tensor& p, const Dims& shape, const char* what) {
+  if (!p.defined()) return;
+  check_same_device(op, x, p);
+  if (p.dtype() != x.dtype() || !(p.shape() == shape))
+    fail(op.op, fmt::format("expected {} of shape {} and dtype {} for the input {}, got {}", what, shape.str(),
+                            dtype_name(x.dtype()), x.shape().str(), describe(p)), op.site);
+}
+
+}  // namespace
+
+// training: y = (x - mean) invstd w + b with batch statistics, running stats updated
+// (momentum, unbiased variance); eval: the running statistics instead.
+// training: dx = w invstd (g - mean(g) - xhat mean(g xhat)); eval: dx = w invstd g;
+// dw = sum g xhat, db = sum g (per channel, over N and *)
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps, Site site) {
+  OpScope op("batch_norm", site);
+  check_defined(op, x, "the input");
+  check_floating(op, x, "the input");
+  if (x.dim() < 2) fail(op.op, fmt::format("expected an input [N, C, *] of at least 2 dims, got {}", describe(x)), op.site);
+  Dims channels{x.size(1)};
+  check_param(op, x, weight, channels, "a weight");
+  check_param(op, x, bias, channels, "a bias");
+  check_param(op, x, running_mean, channels, "a running_mean");
+  check_param(op, x, running_var, channels, "a running_var");
+  if (running_mean.defined() != running_var.defined())
+    fail(op.op, "expected both running_mean and running_var or neither", op.site);
+  if (!training && !running_mean.defined())
+    fail(op.op, fmt::format("evaluation mode (training = false) needs running_mean and running_var (input {})",
+                            x.shape().str()), op.site);
+  if (eps <= 0) fail(op.op, fmt::format("expected eps > 0, got {}", eps), op.site);
+  int64_t count = x.numel() / std::max<int64_t>(x.size(1), 1);
+  if (training && count < 2 && x.numel() > 0)
+    fail(op.op, fmt::format("expected more than 1 value per channel when training, got input {}", x.shape().str()),
+         op.site);
+  Tensor y = new_like(x);
+  Tensor mean = new_tensor(channels, x.dtype(), x.device()), invstd = new_tensor(channels, x.dtype(), x.device());
+  if (x.numel()) {
+    backend_of(x).batch_norm_forward(y, mean, invstd, x, weight, bias, running_mean, running_var, training, momentum,
+                                     eps);
+    if (training && running_mean.defined()) {
+      running_mean.storage()->bump_version();
+      running_var.storage()->bump_version();
+    }
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor x = n.saved_tensor(0);
+        Tensor gx = new_like(x);
+        Tensor gw = n.needs_grad(1) ? new_tensor(n.input_shape(1), x.dtype(), x.device()) : Tensor();
+        Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), x.dtype(), x.device()) : Tensor();
+        if (x.numel()) {
+          backend_of(x).batch_norm_backward(gx, gw, gb, g[0], x, n.saved_tensor(1), n.saved_tensor(2),
+                                            n.saved_tensor(3), n.ints[0] != 0);
+        } else {
+          if (gw.defined()) backend_of(x).fill(gw, 0);
+          if (gb.defined()) backend_of(x).fill(gb, 0);
+        }
+        gi[0] = n.needs_grad(0) ? gx : Tensor();
+        gi[1] = gw;
+        gi[2] = gb;
+      }, {&x, &weight, &bias}, {&y})) {
+    n->save(x);
+    n->save(weight);
+    n->save(mean);
+    n->save(invstd);
+    n->ints[0] = training;
+  }
+  return y;
+}
+
+// y = (x - mean) invstd w + b over the trailing dims; with h = g w:
+// dx = invstd (h - mean(h) - xhat mean(h xhat)), dw = sum_rows g xhat, db = sum_rows g
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight, const Tensor& bias, double eps,
+                  Site site) {
+  OpScope op("layer_norm", site);
+  check_defined(op, x, "the input");
+  check_floating(op, x, "the input");
+  int k = normalized_shape.size(), lead = x.dim() - k;
+  bool fits = k > 0 && lead >= 0;
+  for (int i = 0; fits && i < k; ++i) fits = x.shape()[lead + i] == normalized_shape[i];
+  if (!fits)
+    fail(op.op, fmt::format("expected an input whose trailing dims are normalized_shape {}, got {}",
+                            normalized_shape.str(), x.shape().str()), op.site);
+  if (numel_of(normalized_shape) == 0)
+    fail(op.op, fmt::format("expected a non-empty normalized_shape, got {}", normalized_shape.str()), op.site);
+  check_param(op, x, weight, normalized_shape, "a weight");
+  check_param(op, x, bias, normalized_shape, "a bias");
+  if (eps <= 0) fail(op.op, fmt::format("expected eps > 0, got {}", eps), op.site);
+  Dims rows_shape{x.numel() / numel_of(normalized_shape)};
+  Tensor y = new_like(x);
+  Tensor mean = new_tensor(rows_shape, x.dtype(), x.device()), invstd = new_tensor(rows_shape, x.dtype(), x.device());
+  if (x.numel()) backend_of(x).layer_norm_forward(y, mean, invstd, x, weight, bias, eps);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor x = n.saved_tensor(0);
+        Tensor gx = new_like(x);
+        Tensor gw = n.needs_grad(1) ? new_tensor(n.input_shape(1), x.dtype(), x.device()) : Tensor();
+        Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), x.dtype(), x.device()) : Tensor();
+        if (x.numel()) {
+          backend_of(x).layer_norm_backward(gx, gw, gb, g[0], x, n.saved_tensor(1), n.saved_tensor(2),
+                                            n.saved_tensor(3));
+        } else {
+          if (gw.defined()) backend_of(x).fill(gw, 0);
+          if (gb.defined()) backend_of(x).fill(gb, 0);
+        }
+        gi[0] = n.needs_grad(0) ? gx : Tensor();
+        gi[1] = gw;
+        gi[2] = gb;
+      }, {&x, &weight, &bias}, {&y})) {
+    n->save(x);
+    n->save(weight);
+    n->save(mean);
+    n->save(invstd);
+  }
+  return y;
+}
+
+}  // namespace reel
