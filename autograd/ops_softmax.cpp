@@ -1,0 +1,49 @@
+// softmax and log_softmax along any dim, numerically stable (the max is subtracted
+// first), each saving its output for backward.
+#include "op_support.h"
+#include "ops.h"
+
+namespace reel {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+Tensor softmax_op(const OpScope& op, const Tensor& x, int64_t dim, bool log) {
+  check_defined(op, x, "the input");
+  check_floating(op, x, "the input");
+  // a 0-dim tensor is a row of one element
+  Tensor in = x.dim() == 0 ? make_view(x, {1}, {1}, x.offset()) : x;
+  int d = wrap_dim(op.op, dim, in.dim(), op.site);
+  Tensor y = new_like(in);
+  if (y.numel()) backend_of(in).softmax_forward(y, in, d, log);
+  if (x.dim() == 0) y = make_view(y, {}, {}, 0);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor y = n.saved_tensor(0);
+        Tensor yv = y.dim() == 0 ? make_view(y, {1}, {1}, y.offset()) : y;
+        Tensor gv = g[0].dim() == 0 ? make_view(g[0], {1}, {1}, g[0].offset()) : g[0];
+        Tensor gx = new_like(yv);
+        if (gx.numel()) backend_of(gx).softmax_backward(gx, gv, yv, int(n.ints[0]), n.ints[1] != 0);
+        gi[0] = y.dim() == 0 ? make_view(gx, {}, {}, 0) : gx;
+      }, {&x}, {&y})) {
+    n->save(y);
+    n->ints[0] = d;
+    n->ints[1] = log;
+  }
+  return y;
+}
+
+}  // namespace
+
+// y = e^(x - max) / sum e^(x - max) along dim; dx = y (g - sum(g y))
+Tensor softmax(const Tensor& x, int64_t dim, Site site) {
+  OpScope op("softmax", site);
+  return softmax_op(op, x, dim, false);
+}
+
+// y = x - max - log sum e^(x - max) along dim; dx = g - e^y sum(g)
+Tensor log_softmax(const Tensor& x, int64_t dim, Site site) {
+  OpScope op("log_softmax", site);
+  return softmax_op(op, x, dim, true);
+}
+
+}  // namespace reel
