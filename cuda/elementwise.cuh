@@ -16,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -195,13 +196,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-namespace detail {
-// Launches the strided kernel over g (with bases already offset), in pieces below 2^31 elements.
-template <typename F, typename Out, typename... In>
-void launch_strided(Context& ctx, const char* op, F f, const Geometry<1 + sizeof...(In)>& g,
-                    std::array<char*, 1 + sizeof...(In)> base) {
-  constexpr int N = 1 + sizeof...(In);
-  constexpr size_t sizes[N] = {sizeof(Out), sizeof(In)...};
+// Calls launch(calc, n, bases) for pieces of g below 2^31 elements (one piece unless the
+// tensor is huge), splitting the outermost dim; `sizes` are the operands' element sizes.
+template <int N, typename Launch>
+void for_each_piece(const Geometry<N>& g, std::array<char*, N> base, const std::array<size_t, N>& sizes,
+                    Launch&& launch) {
   int64_t n = 1;
   for (int d = 0; d < g.ndim; ++d) n *= g.shape[d];
   constexpr int64_t kMax = (int64_t(1) << 31) - 1;
@@ -212,20 +211,18 @@ void launch_strided(Context& ctx, const char* op, F f, const Geometry<1 + sizeof
       calc.div[d] = Divmod(uint32_t(g.shape[d]));
       for (int k = 0; k < N; ++k) calc.strides[k][d] = g.strides[k][d];
     }
-    strided_kernel<F, Out, In...><<<ctx.grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(uint32_t(n), f, calc, base);
-    check_launch(op);
+    launch(calc, uint32_t(n), base);
     return;
   }
-  // Too many elements for 32-bit indices: split the outermost dim.
   int64_t outer = g.shape[0], inner = n / outer;
   Geometry<N> piece = g;
-  if (inner <= kMax) {
+  if (inner <= kMax) {  // runs of whole outer rows
     int64_t rows = std::max<int64_t>(1, kMax / inner);
     for (int64_t r = 0; r < outer; r += rows) {
       piece.shape[0] = std::min(rows, outer - r);
       std::array<char*, N> b = base;
       for (int k = 0; k < N; ++k) b[k] += r * g.strides[k][0] * int64_t(sizes[k]);
-      launch_strided<F, Out, In...>(ctx, op, f, piece, b);
+      for_each_piece<N>(piece, b, sizes, launch);
     }
   } else {  // one outer index at a time, recursing into the inner dims
     for (int d = 1; d < g.ndim; ++d) {
@@ -236,11 +233,10 @@ void launch_strided(Context& ctx, const char* op, F f, const Geometry<1 + sizeof
     for (int64_t r = 0; r < outer; ++r) {
       std::array<char*, N> b = base;
       for (int k = 0; k < N; ++k) b[k] += r * g.strides[k][0] * int64_t(sizes[k]);
-      launch_strided<F, Out, In...>(ctx, op, f, piece, b);
+      for_each_piece<N>(piece, b, sizes, launch);
     }
   }
 }
-}  // namespace detail
 
 // out[i] = f(ins[0][i], ...) over out's shape; inputs already broadcast to it (stride 0).
 // Out and In are the device element types of the operands.
@@ -276,7 +272,10 @@ void launch_elementwise(Context& ctx, const char* op, F f, const Tensor& out,
     g.shape[0] = 1;
     for (int k = 0; k < N; ++k) g.strides[k][0] = 1;
   }
-  detail::launch_strided<F, Out, In...>(ctx, op, f, g, base);
+  for_each_piece<N>(g, base, {sizeof(Out), sizeof(In)...}, [&](const OffsetCalc<N>& calc, uint32_t m, auto b) {
+    strided_kernel<F, Out, In...><<<ctx.grid_for(m, kThreads), kThreads, 0, ctx.stream>>>(m, f, calc, b);
+    check_launch(op);
+  });
 }
 
 }  // namespace reel::cuda

@@ -1,0 +1,371 @@
+// 2-D convolution, NCHW, through cuDNN: forward (with bias and relu fused by
+// cudnnConvolutionBiasActivationForward), backward data and backward filter; the bias
+// gradient is a segmented reduction (reduce.cu). f32 and f64, as on the CPU.
+//
+// Algorithms are chosen by measurement (cudnnFind*AlgorithmEx, which runs every
+// candidate once on the real buffers and so waits for the GPU: counted as a host
+// sync) the first time a shape is seen, and cached per shape with the descriptors, so
+// a training step pays for neither. Without TF32 (the default) only FMA-math
+// algorithms run, so float32 results round like the CPU's.
+// A convolution whose kernel covers the whole (unpadded) input is a matrix product:
+// out [N, O] = x [N, C*H*W] w^T, and its gradients are products too; those go to
+// cuBLASLt (matmul.cpp) instead of cuDNN.
+// Floor: compute (the FP32 pipes, or tensor cores with TF32).
+#include <cudnn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+
+#include "allocator.h"
+#include "backend.h"
+#include "cuda.h"
+
+namespace reel::cuda {
+
+namespace {
+void check_dnn(cudnnStatus_t s, const char* op, const char* what) {
+  if (s != CUDNN_STATUS_SUCCESS) fail_cudnn(op, int(s), what);
+}
+
+constexpr size_t kSearchWorkspaceCap = size_t(1) << 30;
+
+using Key = std::array<int64_t, 17>;
+
+// One shape's descriptors and, per direction, the algorithm found for it.
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr, identity = nullptr;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  bool has_fwd = false, has_bwd_data = false, has_bwd_filter = false;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+  bool fused_ok = true;  // cudnnConvolutionBiasActivationForward accepted this shape
+};
+}  // namespace
+
+struct ConvCache {
+  std::mutex mu;  // cuDNN handles are not safe for two threads at once
+  std::map<Key, Plan> plans;
+};
+
+namespace {
+struct Shapes {
+  int n, c, h, w, o, kh, kw, oh, ow;
+};
+
+int to_int(int64_t v, const char* what) {
+  if (v > std::numeric_limits<int>::max())
+    throw Error(fmt::format("conv2d: {} {} exceeds what cuDNN's descriptors hold", what, v));
+  return int(v);
+}
+
+Shapes shapes_of(const Tensor& x, const Tensor& w, const Tensor& y) {
+  return {to_int(x.shape()[0], "batch"), to_int(x.shape()[1], "channels"), to_int(x.shape()[2], "height"),
+          to_int(x.shape()[3], "width"),  to_int(w.shape()[0], "filters"),  to_int(w.shape()[2], "kernel height"),
+          to_int(w.shape()[3], "kernel width"), to_int(y.shape()[2], "output height"),
+          to_int(y.shape()[3], "output width")};
+}
+
+cudnnDataType_t dnn_type(DType t) { return t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+
+cudnnHandle_t handle(Context& ctx, ConvCache*& cache) {
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  if (!ctx.dnn) {
+    cudnnHandle_t h = nullptr;
+    check_dnn(cudnnCreate(&h), "conv2d", "cudnnCreate");
+    check_dnn(cudnnSetStream(h, ctx.stream), "conv2d", "cudnnSetStream");
+    ctx.conv_cache = new ConvCache();
+    ctx.dnn = h;
+  }
+  cache = ctx.conv_cache;
+  return ctx.dnn;
+}
+
+Plan& plan_for(ConvCache& cache, DType dt, const Shapes& s, const ConvParams& p) {
+  bool tf32 = dt == DType::f32 && allow_tf32();
+  Key key{int64_t(dt), tf32, s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, p.stride[0], p.stride[1], p.padding[0],
+          p.padding[1], p.dilation[0], p.dilation[1], p.groups, 0};
+  auto it = cache.plans.find(key);
+  if (it != cache.plans.end()) return it->second;
+  Plan pl;
+  const char* op = "conv2d";
+  cudnnDataType_t type = dnn_type(dt);
+  check_dnn(cudnnCreateTensorDescriptor(&pl.x), op, "cudnnCreateTensorDescriptor");
+  check_dnn(cudnnCreateTensorDescriptor(&pl.y), op, "cudnnCreateTensorDescriptor");
+  check_dnn(cudnnCreateTensorDescriptor(&pl.bias), op, "cudnnCreateTensorDescriptor");
+  check_dnn(cudnnCreateFilterDescriptor(&pl.w), op, "cudnnCreateFilterDescriptor");
+  check_dnn(cudnnCreateConvolutionDescriptor(&pl.conv), op, "cudnnCreateConvolutionDescriptor");
+  check_dnn(cudnnSetTensor4dDescriptor(pl.x, CUDNN_TENSOR_NCHW, type, s.n, s.c, s.h, s.w), op, "x descriptor");
+  check_dnn(cudnnSetTensor4dDescriptor(pl.y, CUDNN_TENSOR_NCHW, type, s.n, s.o, s.oh, s.ow), op, "y descriptor");
+  check_dnn(cudnnSetTensor4dDescriptor(pl.bias, CUDNN_TENSOR_NCHW, type, 1, s.o, 1, 1), op, "bias descriptor");
+  check_dnn(cudnnSetFilter4dDescriptor(pl.w, type, CUDNN_TENSOR_NCHW, s.o, to_int(s.c / p.groups, "channels"), s.kh,
+                                       s.kw),
+            op, "filter descriptor");
+  check_dnn(cudnnSetConvolution2dDescriptor(pl.conv, int(p.padding[0]), int(p.padding[1]), int(p.stride[0]),
+                                            int(p.stride[1]), int(p.dilation[0]), int(p.dilation[1]),
+                                            CUDNN_CROSS_CORRELATION, type),
+            op, "convolution descriptor");
+  check_dnn(cudnnSetConvolutionGroupCount(pl.conv, int(p.groups)), op, "cudnnSetConvolutionGroupCount");
+  // FMA math forbids TF32: float32 results then round as the CPU's do.
+  pl.math = dt == DType::f32 && !tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  check_dnn(cudnnSetConvolutionMathType(pl.conv, pl.math), op, "cudnnSetConvolutionMathType");
+  check_dnn(cudnnCreateActivationDescriptor(&pl.relu), op, "cudnnCreateActivationDescriptor");
+  check_dnn(cudnnSetActivationDescriptor(pl.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), op,
+            "relu descriptor");
+  check_dnn(cudnnCreateActivationDescriptor(&pl.identity), op, "cudnnCreateActivationDescriptor");
+  check_dnn(cudnnSetActivationDescriptor(pl.identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0), op,
+            "identity descriptor");
+  return cache.plans.emplace(key, pl).first->second;
+}
+
+// Whether a measured algorithm may run: no tensor-core math unless TF32 is allowed.
+bool acceptable(const Plan& pl, cudnnStatus_t status, cudnnMathType_t math) {
+  if (status != CUDNN_STATUS_SUCCESS) return false;
+  if (pl.math == CUDNN_FMA_MATH)
+    return math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  return true;
+}
+
+// The largest workspace any algorithm asks for, within what the search may take.
+size_t search_budget(size_t wanted) {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    free_bytes = kSearchWorkspaceCap;
+  }
+  return std::min({wanted, kSearchWorkspaceCap, free_bytes / 2});
+}
+
+[[noreturn]] void no_algorithm(const char* direction, const Shapes& s, const ConvParams& p) {
+  throw Error(fmt::format("conv2d: cuDNN found no usable {} algorithm for x [{}, {}, {}, {}], w [{}, {}, {}, {}], "
+                          "stride {}x{}, padding {}x{}, dilation {}x{}, groups {}",
+                          direction, s.n, s.c, s.h, s.w, s.o, s.c / p.groups, s.kh, s.kw, p.stride[0], p.stride[1],
+                          p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups));
+}
+
+void find_forward(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y,
+                  const Shapes& s, const ConvParams& p) {
+  size_t wanted = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+    size_t ws = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(h, pl.x, pl.w, pl.conv, pl.y, cudnnConvolutionFwdAlgo_t(a), &ws) ==
+        CUDNN_STATUS_SUCCESS)
+      wanted = std::max(wanted, ws);
+  }
+  DeviceBuffer ws(ctx, search_budget(wanted));
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int found = 0;
+  count_host_sync();
+  check_dnn(cudnnFindConvolutionForwardAlgorithmEx(h, pl.x, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.y,
+                                                   y.data_ptr(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf,
+                                                   ws.get(), ws.size()),
+            "conv2d", "cudnnFindConvolutionForwardAlgorithmEx");
+  for (int i = 0; i < found; ++i) {  // sorted fastest first
+    if (!acceptable(pl, perf[i].status, perf[i].mathType)) continue;
+    pl.fwd = perf[i].algo;
+    pl.fwd_ws = perf[i].memory;
+    pl.has_fwd = true;
+    return;
+  }
+  no_algorithm("forward", s, p);
+}
+
+void find_backward_data(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& gx, const Tensor& gy,
+                        const Tensor& w, const Shapes& s, const ConvParams& p) {
+  size_t wanted = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
+    size_t ws = 0;
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.w, pl.y, pl.conv, pl.x, cudnnConvolutionBwdDataAlgo_t(a),
+                                                     &ws) == CUDNN_STATUS_SUCCESS)
+      wanted = std::max(wanted, ws);
+  }
+  DeviceBuffer ws(ctx, search_budget(wanted));
+  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  int found = 0;
+  count_host_sync();
+  check_dnn(cudnnFindConvolutionBackwardDataAlgorithmEx(h, pl.w, w.data_ptr(), pl.y, gy.data_ptr(), pl.conv, pl.x,
+                                                        gx.data_ptr(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found,
+                                                        perf, ws.get(), ws.size()),
+            "conv2d_backward", "cudnnFindConvolutionBackwardDataAlgorithmEx");
+  for (int i = 0; i < found; ++i) {
+    if (!acceptable(pl, perf[i].status, perf[i].mathType)) continue;
+    pl.bwd_data = perf[i].algo;
+    pl.bwd_data_ws = perf[i].memory;
+    pl.has_bwd_data = true;
+    return;
+  }
+  no_algorithm("backward-data", s, p);
+}
+
+void find_backward_filter(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& gw, const Tensor& gy,
+                          const Tensor& x, const Shapes& s, const ConvParams& p) {
+  size_t wanted = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
+    size_t ws = 0;
+    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w,
+                                                       cudnnConvolutionBwdFilterAlgo_t(a), &ws) == CUDNN_STATUS_SUCCESS)
+      wanted = std::max(wanted, ws);
+  }
+  DeviceBuffer ws(ctx, search_budget(wanted));
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int found = 0;
+  count_host_sync();
+  check_dnn(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, pl.x, x.data_ptr(), pl.y, gy.data_ptr(), pl.conv, pl.w,
+                                                          gw.data_ptr(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                          &found, perf, ws.get(), ws.size()),
+            "conv2d_backward", "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+  for (int i = 0; i < found; ++i) {
+    if (!acceptable(pl, perf[i].status, perf[i].mathType)) continue;
+    pl.bwd_filter = perf[i].algo;
+    pl.bwd_filter_ws = perf[i].memory;
+    pl.has_bwd_filter = true;
+    return;
+  }
+  no_algorithm("backward-filter", s, p);
+}
+
+// A kernel that covers the whole unpadded input: one output pixel per image and filter.
+bool is_dense(const Tensor& x, const Tensor& w, const ConvParams& p) {
+  int64_t kh = w.shape()[2], kw = w.shape()[3];
+  return p.groups == 1 && p.padding[0] == 0 && p.padding[1] == 0 && kh == x.shape()[2] && kw == x.shape()[3] &&
+         (p.dilation[0] == 1 || kh == 1) && (p.dilation[1] == 1 || kw == 1);
+}
+
+// [N, C, H, W] contiguous as the matrix [1, N, C*H*W]
+Tensor as_rows(const Tensor& t) {
+  int64_t n = t.shape()[0], k = t.numel() / std::max<int64_t>(n, 1);
+  return view_of(t, {1, n, k}, {n * k, k, 1}, t.offset());
+}
+// [R, C, H, W] contiguous as the transposed matrix [1, C*H*W, R]
+Tensor as_cols(const Tensor& t) {
+  int64_t r = t.shape()[0], k = t.numel() / std::max<int64_t>(r, 1);
+  return view_of(t, {1, k, r}, {r * k, 1, k}, t.offset());
+}
+
+void bias_grad(CudaBackend& be, const Tensor& gb, const Tensor& gy) {
+  Tensor g4 = view_of(gb, {1, gb.numel(), 1, 1}, {gb.numel(), gb.strides()[0], 1, 1}, gb.offset());
+  be.reduce(ReduceOp::sum, g4, gy, {0, 2, 3});
+}
+
+void expect_float(const char* op, const Tensor& t) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::f64)
+    throw Error(fmt::format("{}: expected f32 or f64 tensors on CUDA, got {}", op, dtype_name(t.dtype())));
+}
+}  // namespace
+
+void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tensor& w_, const Tensor& bias_,
+                                 const ConvParams& p, bool relu) {
+  expect_here("conv2d", {&out, &x_, &w_, &bias_});
+  expect_float("conv2d", out);
+  if (out.numel() == 0) return;
+  Tensor x = contiguous_copy(x_), w = contiguous_copy(w_), bias = bias_.defined() ? contiguous_copy(bias_) : bias_;
+  if (is_dense(x, w, p)) {  // out [N, O] = x [N, CHW] @ w [O, CHW]^T (+ bias) (relu)
+    matmul(view_of(out, {1, out.shape()[0], out.shape()[1]}, {0, out.shape()[1], 1}, out.offset()), as_rows(x),
+           as_cols(w), bias, relu);
+    return;
+  }
+  Context& c = ctx();
+  Shapes s = shapes_of(x, w, out);
+  ConvCache* cache = nullptr;
+  cudnnHandle_t h = handle(c, cache);
+  std::unique_lock<std::mutex> lock(cache->mu);
+  Plan& pl = plan_for(*cache, out.dtype(), s, p);
+  if (!pl.has_fwd) find_forward(c, h, pl, x, w, out, s, p);
+  DeviceBuffer ws(c, pl.fwd_ws);
+  double one64 = 1, zero64 = 0;
+  float one32 = 1, zero32 = 0;
+  bool f64 = out.dtype() == DType::f64;
+  const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
+  const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
+  if (bias.defined() && pl.fused_ok) {
+    // y = act(conv(x) + bias); alpha2 = 0, so z (given as y) is not read
+    cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+        h, one, pl.x, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.fwd, ws.get(), ws.size(), zero, pl.y,
+        out.data_ptr(), pl.bias, bias.data_ptr(), relu ? pl.relu : pl.identity, pl.y, out.data_ptr());
+    if (st == CUDNN_STATUS_SUCCESS) return;
+    if (st != CUDNN_STATUS_NOT_SUPPORTED) check_dnn(st, "conv2d", "cudnnConvolutionBiasActivationForward");
+    pl.fused_ok = false;  // this algorithm has no fused form: convolution, then kernels, from now on
+  }
+  check_dnn(cudnnConvolutionForward(h, one, pl.x, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.fwd, ws.get(),
+                                    ws.size(), zero, pl.y, out.data_ptr()),
+            "conv2d", "cudnnConvolutionForward");
+  lock.unlock();
+  if (bias.defined())
+    binary(BinaryOp::add, out, out, view_of(bias, out.shape(), {0, bias.strides()[0], 0, 0}, bias.offset()));
+  if (relu) unary(UnaryOp::relu, out, out, 0, 0);
+}
+
+void CudaBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy_, const Tensor& w_, const ConvParams& p) {
+  expect_here("conv2d_backward", {&gx, &gy_, &w_});
+  expect_float("conv2d_backward", gx);
+  if (gx.numel() == 0) return;
+  Tensor gy = contiguous_copy(gy_), w = contiguous_copy(w_);
+  if (gy.numel() == 0 || w.numel() == 0) {
+    fill(gx, 0.0);
+    return;
+  }
+  if (is_dense(gx, w, p)) {  // gx [N, CHW] = gy [N, O] @ w [O, CHW]
+    int64_t o = w.shape()[0];
+    matmul(as_rows(gx), as_rows(gy), view_of(w, {1, o, w.numel() / o}, {0, w.numel() / o, 1}, w.offset()), Tensor(),
+           false);
+    return;
+  }
+  Context& c = ctx();
+  Shapes s = shapes_of(gx, w, gy);
+  ConvCache* cache = nullptr;
+  cudnnHandle_t h = handle(c, cache);
+  std::lock_guard<std::mutex> lock(cache->mu);
+  Plan& pl = plan_for(*cache, gx.dtype(), s, p);
+  if (!pl.has_bwd_data) find_backward_data(c, h, pl, gx, gy, w, s, p);
+  DeviceBuffer ws(c, pl.bwd_data_ws);
+  double one64 = 1, zero64 = 0;
+  float one32 = 1, zero32 = 0;
+  bool f64 = gx.dtype() == DType::f64;
+  check_dnn(cudnnConvolutionBackwardData(h, f64 ? static_cast<const void*>(&one64) : &one32, pl.w, w.data_ptr(), pl.y,
+                                         gy.data_ptr(), pl.conv, pl.bwd_data, ws.get(), ws.size(),
+                                         f64 ? static_cast<const void*>(&zero64) : &zero32, pl.x, gx.data_ptr()),
+            "conv2d_backward", "cudnnConvolutionBackwardData");
+}
+
+void CudaBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy_, const Tensor& x_,
+                                         const ConvParams& p) {
+  expect_here("conv2d_backward", {&gw, &gb, &gy_, &x_});
+  expect_float("conv2d_backward", gw);
+  Tensor gy = contiguous_copy(gy_), x = contiguous_copy(x_);
+  if (gb.defined() && gb.numel()) bias_grad(*this, gb, gy);
+  if (gw.numel() == 0) return;
+  if (gy.numel() == 0 || x.numel() == 0) {
+    fill(gw, 0.0);
+    return;
+  }
+  if (is_dense(x, gw, p)) {  // gw [O, CHW] = gy^T [O, N] @ x [N, CHW]
+    int64_t o = gw.shape()[0], n = gy.shape()[0];
+    matmul(view_of(gw, {1, o, gw.numel() / o}, {0, gw.numel() / o, 1}, gw.offset()),
+           view_of(gy, {1, o, n}, {0, 1, o}, gy.offset()), as_rows(x), Tensor(), false);
+    return;
+  }
+  Context& c = ctx();
+  Shapes s = shapes_of(x, gw, gy);
+  ConvCache* cache = nullptr;
+  cudnnHandle_t h = handle(c, cache);
+  std::lock_guard<std::mutex> lock(cache->mu);
+  Plan& pl = plan_for(*cache, gw.dtype(), s, p);
+  if (!pl.has_bwd_filter) find_backward_filter(c, h, pl, gw, gy, x, s, p);
+  DeviceBuffer ws(c, pl.bwd_filter_ws);
+  double one64 = 1, zero64 = 0;
+  float one32 = 1, zero32 = 0;
+  bool f64 = gw.dtype() == DType::f64;
+  check_dnn(cudnnConvolutionBackwardFilter(h, f64 ? static_cast<const void*>(&one64) : &one32, pl.x, x.data_ptr(),
+                                           pl.y, gy.data_ptr(), pl.conv, pl.bwd_filter, ws.get(), ws.size(),
+                                           f64 ? static_cast<const void*>(&zero64) : &zero32, pl.w, gw.data_ptr()),
+            "conv2d_backward", "cudnnConvolutionBackwardFilter");
+}
+
+}  // namespace reel::cuda

@@ -1,0 +1,229 @@
+// Batched matrix products through cuBLASLt: out[b] = a[b] @ w[b] (+ bias) (then relu),
+// a [B,M,K], w [B,K,N], out [B,M,N] contiguous, bias [N]. f32 and f64, as on the CPU.
+//
+// cuBLASLt is column-major: a row-major out [M,N] is the column-major matrix out^T, so
+// we ask for out^T = w^T a^T. A row-major operand is then read untransposed and a
+// transposed view (column-major storage) with the transpose flag: either way no copy.
+// Only an operand whose rows and columns both step by more than one element is copied
+// to contiguous first. A stride-0 batch (a broadcast weight) is a batch stride of 0.
+// The bias (per column of out = per row of out^T) and the relu are cuBLASLt epilogues;
+// where no algorithm supports the epilogue (f64), they run as elementwise kernels after.
+// TF32 only when cuda::set_allow_tf32(true): by default float32 matmuls round like the CPU's.
+// The heuristic's choice is cached per shape, layout, alignment and epilogue, with its
+// descriptors, so a training step makes one cuBLASLt call per product.
+// Floor: compute (tensor cores with TF32, the FP32 pipes without).
+#include <cublasLt.h>
+#include <fmt/format.h>
+
+#include <map>
+#include <tuple>
+
+#include "allocator.h"
+#include "backend.h"
+#include "cuda.h"
+
+namespace reel::cuda {
+
+namespace {
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what cuBLAS recommends for Hopper
+
+void check_lt(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail_cublas("matmul", int(s), what);
+}
+
+// A [R, C] matrix of one batch element as cuBLASLt reads it (column-major).
+struct Operand {
+  Tensor t;  // the view, or a contiguous copy of it
+  bool transposed = false;  // stored as the transpose of what the product needs
+  int64_t rows = 0, cols = 0, ld = 0, batch_stride = 0;
+};
+
+// Operand `t` [B, R, C] (row-major view) as the column-major matrix t^T.
+Operand prepare(const Tensor& t) {
+  Operand o;
+  o.t = t;
+  int64_t R = t.shape()[1], C = t.shape()[2], sr = t.strides()[1], sc = t.strides()[2];
+  // the stride of a size-1 dim is arbitrary: give it the value that makes the layout valid
+  if (R == 1) sr = sc == 1 ? C : 1;
+  if (C == 1) sc = sr == 1 ? R : 1;
+  if (R == 1 && C == 1) sr = sc = 1;
+  if (!(sc == 1 && sr >= C) && !(sr == 1 && sc >= R)) {
+    o.t = contiguous_copy(t);
+    sr = C;
+    sc = 1;
+  }
+  if (sc == 1) {  // row-major [R, C] = column-major [C, R] with ld = sr: t^T as stored
+    o.rows = C;
+    o.cols = R;
+    o.ld = std::max<int64_t>(sr, 1);
+  } else {  // column-major [R, C] with ld = sc: t as stored, read transposed
+    o.transposed = true;
+    o.rows = R;
+    o.cols = C;
+    o.ld = std::max<int64_t>(sc, 1);
+  }
+  o.batch_stride = t.shape()[0] == 1 ? 0 : o.t.strides()[0];
+  return o;
+}
+
+uint32_t alignment(const void* p) {
+  uintptr_t v = uintptr_t(p);
+  uint32_t a = 256;
+  while (a > 1 && v % a) a >>= 1;
+  return a;
+}
+
+using Key = std::tuple<int, bool, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int64_t, int, uint32_t, uint32_t, uint32_t>;
+
+struct Plan {
+  bool supported = false;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+}  // namespace
+
+// Per device: cached plans, and the lock that serialises setting a cached descriptor's bias.
+struct MatmulCache {
+  std::mutex mu;
+  std::map<Key, Plan> plans;
+};
+
+namespace {
+cublasLtHandle_t handle(Context& ctx, MatmulCache*& cache) {
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  if (!ctx.lt) {
+    cublasLtHandle_t h = nullptr;
+    check_lt(cublasLtCreate(&h), "cublasLtCreate");
+    ctx.lt_workspace = device_alloc(ctx, kWorkspaceBytes);
+    ctx.lt_workspace_bytes = kWorkspaceBytes;
+    ctx.matmul_cache = new MatmulCache();
+    ctx.lt = h;
+  }
+  cache = ctx.matmul_cache;
+  return ctx.lt;
+}
+
+cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                              int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  check_lt(cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld), "cublasLtMatrixLayoutCreate");
+  int32_t count = int32_t(batch);
+  check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+           "cublasLtMatrixLayoutSetAttribute");
+  check_lt(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+           "cublasLtMatrixLayoutSetAttribute");
+  return l;
+}
+
+Plan make_plan(cublasLtHandle_t lt, Context& ctx, DType dt, bool tf32, const Operand& A, const Operand& B, int64_t m,
+               int64_t n, int64_t k, int64_t batch, int64_t d_stride, cublasLtEpilogue_t epi, uint32_t align_a,
+               uint32_t align_b, uint32_t align_d) {
+  Plan p;
+  cudaDataType_t type = dt == DType::f64 ? CUDA_R_64F : CUDA_R_32F;
+  cublasComputeType_t compute = dt == DType::f64 ? CUBLAS_COMPUTE_64F
+                                : tf32           ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                 : CUBLAS_COMPUTE_32F;
+  check_lt(cublasLtMatmulDescCreate(&p.desc, compute, type), "cublasLtMatmulDescCreate");
+  cublasOperation_t ta = A.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, tb = B.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "set TRANSA");
+  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "set TRANSB");
+  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
+  if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)),
+             "set BIAS_DATA_TYPE");
+  }
+  p.la = layout(type, A.rows, A.cols, A.ld, batch, A.batch_stride);
+  p.lb = layout(type, B.rows, B.cols, B.ld, batch, B.batch_stride);
+  p.ld = layout(type, m, n, m, batch, d_stride);
+  (void)k;
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  size_t ws = ctx.lt_workspace_bytes;
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+           "set MAX_WORKSPACE_BYTES");
+  // Views can start at any element: tell cuBLASLt the real alignment, or it may pick a kernel that assumes 256.
+  for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+                             std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+                             std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
+                             std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}})
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)), "set MIN_ALIGNMENT");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.la, p.lb, p.ld, p.ld, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s == CUBLAS_STATUS_SUCCESS && found > 0) {
+    p.supported = true;
+    p.algo = result.algo;
+  } else if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_SUCCESS) {
+    check_lt(s, "cublasLtMatmulAlgoGetHeuristic");
+  }
+  return p;
+}
+}  // namespace
+
+void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
+  expect_here("matmul", {&out, &a, &b, &bias});
+  if (out.dtype() != DType::f32 && out.dtype() != DType::f64)
+    throw Error(fmt::format("matmul: expected f32 or f64 operands on CUDA, got {}", dtype_name(out.dtype())));
+  if (out.numel() == 0) return;
+  const int64_t batch = out.shape()[0], M = out.shape()[1], N = out.shape()[2], K = a.shape()[2];
+  Tensor row_bias = bias.defined() ? contiguous_copy(bias) : bias;
+  auto epilogue_after = [&] {  // out = relu(out + bias) as elementwise kernels
+    if (row_bias.defined()) binary(BinaryOp::add, out, out, view_of(row_bias, out.shape(), {0, 0, 1}, row_bias.offset()));
+    if (relu) unary(UnaryOp::relu, out, out, 0, 0);
+  };
+  if (K == 0) {  // an empty sum: out = bias (then relu)
+    fill(out, 0.0);
+    epilogue_after();
+    return;
+  }
+  Context& c = ctx();
+  Operand A = prepare(b), B = prepare(a);  // out^T = b^T a^T
+  MatmulCache* cache = nullptr;
+  cublasLtHandle_t lt = handle(c, cache);
+  bool tf32 = out.dtype() == DType::f32 && allow_tf32();
+  cublasLtEpilogue_t epi = row_bias.defined() ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                           : relu              ? CUBLASLT_EPILOGUE_RELU
+                                               : CUBLASLT_EPILOGUE_DEFAULT;
+  uint32_t al_a = alignment(A.t.data_ptr()), al_b = alignment(B.t.data_ptr()), al_d = alignment(out.data_ptr());
+  int64_t d_stride = batch == 1 ? 0 : M * N;
+  Key key{int(out.dtype()), tf32, A.transposed, B.transposed, N, M, K, A.ld, B.ld, batch, A.batch_stride,
+          B.batch_stride, d_stride, 0, int(epi), al_a, al_b, al_d};
+
+  std::unique_lock<std::mutex> lock(cache->mu);
+  auto it = cache->plans.find(key);
+  if (it == cache->plans.end())
+    it = cache->plans.emplace(key, make_plan(lt, c, out.dtype(), tf32, A, B, N, M, K, batch, d_stride, epi, al_a,
+                                             al_b, al_d)).first;
+  bool fused = it->second.supported;
+  if (!fused && epi != CUBLASLT_EPILOGUE_DEFAULT) {  // no kernel with this epilogue: plain product, then kernels
+    std::get<14>(key) = int(CUBLASLT_EPILOGUE_DEFAULT);
+    it = cache->plans.find(key);
+    if (it == cache->plans.end())
+      it = cache->plans.emplace(key, make_plan(lt, c, out.dtype(), tf32, A, B, N, M, K, batch, d_stride,
+                                               CUBLASLT_EPILOGUE_DEFAULT, al_a, al_b, al_d)).first;
+  }
+  Plan& plan = it->second;
+  if (!plan.supported)
+    throw Error(fmt::format("matmul: cuBLASLt has no algorithm for [{}, {}, {}] x [{}, {}, {}] {} (strides {} and {})",
+                            batch, M, K, batch, K, N, dtype_name(out.dtype()), a.strides().str(), b.strides().str()));
+  if (fused && row_bias.defined()) {
+    const void* bp = row_bias.data_ptr();
+    check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)),
+             "set BIAS_POINTER");
+  }
+  double one64 = 1.0, zero64 = 0.0;
+  float one32 = 1.0f, zero32 = 0.0f;
+  const void* alpha = out.dtype() == DType::f64 ? static_cast<const void*>(&one64) : &one32;
+  const void* beta = out.dtype() == DType::f64 ? static_cast<const void*>(&zero64) : &zero32;
+  check_lt(cublasLtMatmul(lt, plan.desc, alpha, A.t.data_ptr(), plan.la, B.t.data_ptr(), plan.lb, beta,
+                          out.data_ptr(), plan.ld, out.data_ptr(), plan.ld, &plan.algo, c.lt_workspace,
+                          c.lt_workspace_bytes, c.stream),
+           "cublasLtMatmul");
+  lock.unlock();
+  if (!fused) epilogue_after();
+}
+
+}  // namespace reel::cuda

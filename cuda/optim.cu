@@ -1,0 +1,243 @@
+// The fused optimizer step: SGD (momentum, dampening, nesterov), Adam, AdamW, Adamax and
+// RMSprop (centred, momentum) over every parameter of the device in one launch.
+//
+// Layout: a table of up to kMaxTensors parameters (pointers to p, g and the state
+// tensors, and sizes) passed by value as the kernel argument (Hopper takes 32 KB of
+// arguments), with the hyper-parameters; nothing is copied to the device and the host
+// never waits. Each tensor is cut into chunks of kChunk elements; blocks take chunks in
+// a grid-stride loop and find a chunk's tensor by binary search in the table's prefix
+// sums. More parameters than one table holds take more launches.
+// Arithmetic: the CPU's expressions (cpu/optim.cpp, PyTorch's single-tensor rules) in the
+// parameter's dtype, and this file is compiled without FMA contraction (--fmad=false,
+// see CMakeLists.txt) so the GPU rounds each step as the CPU does.
+// Launch shape: 256 threads, 4 elements per thread per pass of a chunk.
+// Floor: memory bandwidth. Adam moves 28 bytes per f32 parameter, SGD with momentum 20.
+#include <memory>
+#include <string>
+
+#include "elementwise.cuh"
+
+namespace reel::cuda {
+namespace {
+
+constexpr int kMaxTensors = 320;  // ~18 KB of table
+constexpr int64_t kChunk = 4096;
+
+template <typename T>
+struct Table {
+  int count;
+  T* p[kMaxTensors];
+  const T* g[kMaxTensors];
+  T* s1[kMaxTensors];
+  T* s2[kMaxTensors];
+  T* s3[kMaxTensors];
+  int64_t numel[kMaxTensors];
+  int64_t first_chunk[kMaxTensors + 1];  // prefix sums of chunks per tensor
+};
+
+// The step's scalars, converted to T on the host as the CPU converts them.
+template <typename T>
+struct Hyper {
+  T wd, mom, damp1, neg_lr, sign, decay, b1, b2, one_b1, one_b2, neg_step, bc2_sqrt, eps, alpha, one_alpha;
+  bool first, nesterov, has_mom, has_wd, coupled_wd, decoupled_wd, centered;
+};
+
+template <typename T>
+Hyper<T> hyper(const OptimStep& s) {
+  Hyper<T> h{};
+  bool decoupled = s.kind == OptimStep::adamw;
+  h.wd = T(s.weight_decay);
+  h.mom = T(s.momentum);
+  h.damp1 = T(1 - s.dampening);
+  h.neg_lr = T(-s.lr);
+  h.sign = s.maximize ? T(-1) : T(1);
+  h.decay = T(1 - s.lr * s.weight_decay);
+  h.b1 = T(s.beta1);
+  h.b2 = T(s.beta2);
+  h.one_b1 = T(1 - s.beta1);
+  h.one_b2 = T(1 - s.beta2);
+  h.neg_step = T(-(s.lr / s.bias_correction1));  // Adam's lr / bc1, Adamax's clr
+  h.bc2_sqrt = T(std::sqrt(s.bias_correction2));
+  h.eps = T(s.eps);
+  h.alpha = T(s.alpha);
+  h.one_alpha = T(1 - s.alpha);
+  h.first = s.first_step;
+  h.nesterov = s.nesterov;
+  h.has_mom = s.kind == OptimStep::rmsprop ? s.momentum > 0 : s.momentum != 0;
+  h.has_wd = s.weight_decay != 0;
+  h.coupled_wd = !decoupled && h.has_wd;
+  h.decoupled_wd = decoupled && h.has_wd;
+  h.centered = s.centered;
+  return h;
+}
+
+// One element of one step; the CPU's statement order.
+template <OptimStep::Kind K, typename T>
+__device__ __forceinline__ void update(const Hyper<T>& h, T* __restrict__ p, const T* __restrict__ g,
+                                       T* __restrict__ s1, T* __restrict__ s2, T* __restrict__ s3, int64_t i) {
+  if constexpr (K == OptimStep::sgd) {
+    T d = h.sign * g[i];
+    if (h.has_wd) d = d + h.wd * p[i];
+    if (h.has_mom) {
+      T buf = h.first ? d : s1[i] * h.mom + h.damp1 * d;
+      s1[i] = buf;
+      d = h.nesterov ? d + h.mom * buf : buf;
+    }
+    p[i] = p[i] + h.neg_lr * d;
+  } else if constexpr (K == OptimStep::adam) {  // and AdamW (decoupled decay)
+    T pi = p[i];
+    if (h.decoupled_wd) pi = pi * h.decay;
+    T d = h.sign * g[i];
+    if (h.coupled_wd) d = d + h.wd * pi;
+    T mi = s1[i] * h.b1 + h.one_b1 * d;
+    T vi = s2[i] * h.b2 + h.one_b2 * (d * d);
+    s1[i] = mi;
+    s2[i] = vi;
+    T denom = sqrt(vi) / h.bc2_sqrt + h.eps;
+    p[i] = pi + h.neg_step * (mi / denom);
+  } else if constexpr (K == OptimStep::adamax) {
+    T d = h.sign * g[i];
+    if (h.has_wd) d = d + h.wd * p[i];
+    T mi = s1[i] * h.b1 + h.one_b1 * d;
+    T a = s2[i] * h.b2, c = fabs(d) + h.eps;
+    T ui = a > c || a != a ? a : c;  // amax propagates NaN
+    s1[i] = mi;
+    s2[i] = ui;
+    p[i] = p[i] + h.neg_step * (mi / ui);
+  } else {  // rmsprop
+    T d = h.sign * g[i];
+    if (h.has_wd) d = d + h.wd * p[i];
+    T vi = s1[i] * h.alpha + h.one_alpha * (d * d);
+    s1[i] = vi;
+    T avg;
+    if (h.centered) {
+      T ai = s2[i] * h.alpha + h.one_alpha * d;
+      s2[i] = ai;
+      avg = sqrt(vi + T(-1) * (ai * ai));
+    } else {
+      avg = sqrt(vi);
+    }
+    avg = avg + h.eps;
+    if (h.has_mom) {
+      T bi = s3[i] * h.mom + d / avg;
+      s3[i] = bi;
+      p[i] = p[i] + h.neg_lr * bi;
+    } else {
+      p[i] = p[i] + h.neg_lr * (d / avg);
+    }
+  }
+}
+
+template <OptimStep::Kind K, typename T>
+__global__ void __launch_bounds__(kThreads) optim_kernel(const Table<T> table, const Hyper<T> h) {
+  int64_t chunks = table.first_chunk[table.count];
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    int lo = 0, hi = table.count - 1;  // the last tensor whose first chunk is <= c
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (table.first_chunk[mid] <= c) lo = mid;
+      else hi = mid - 1;
+    }
+    int t = lo;
+    int64_t begin = (c - table.first_chunk[t]) * kChunk;
+    int64_t end = begin + kChunk < table.numel[t] ? begin + kChunk : table.numel[t];
+    T* p = table.p[t];
+    const T* g = table.g[t];
+    T *s1 = table.s1[t], *s2 = table.s2[t], *s3 = table.s3[t];
+#pragma unroll 4
+    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) update<K, T>(h, p, g, s1, s2, s3, i);
+  }
+}
+
+template <typename T>
+void launch(Context& ctx, const OptimStep& step, const Table<T>& table) {
+  int64_t chunks = table.first_chunk[table.count];
+  if (chunks == 0) return;
+  unsigned grid = unsigned(std::min<int64_t>(chunks, int64_t(ctx.sm_count) * 8));
+  Hyper<T> h = hyper<T>(step);
+  switch (step.kind) {
+    case OptimStep::sgd: optim_kernel<OptimStep::sgd, T><<<grid, kThreads, 0, ctx.stream>>>(table, h); break;
+    case OptimStep::adam:
+    case OptimStep::adamw: optim_kernel<OptimStep::adam, T><<<grid, kThreads, 0, ctx.stream>>>(table, h); break;
+    case OptimStep::adamax: optim_kernel<OptimStep::adamax, T><<<grid, kThreads, 0, ctx.stream>>>(table, h); break;
+    case OptimStep::rmsprop: optim_kernel<OptimStep::rmsprop, T><<<grid, kThreads, 0, ctx.stream>>>(table, h); break;
+  }
+  check_launch("optim_step");
+}
+
+template <typename T>
+T* state_ptr(const std::vector<Tensor>& v, size_t i) {
+  return v.empty() ? nullptr : static_cast<T*>(v[i].data_ptr());
+}
+
+// Every parameter of dtype T, in tables of kMaxTensors.
+template <typename T>
+void step_all(Context& ctx, const OptimStep& step, DType dt, const std::vector<Tensor>& params,
+              const std::vector<Tensor>& grads, const std::vector<Tensor>& s1, const std::vector<Tensor>& s2,
+              const std::vector<Tensor>& s3) {
+  auto table = std::make_unique<Table<T>>();
+  table->count = 0;
+  table->first_chunk[0] = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].dtype() != dt || params[i].numel() == 0) continue;
+    int k = table->count;
+    table->p[k] = static_cast<T*>(params[i].data_ptr());
+    table->g[k] = static_cast<const T*>(grads[i].data_ptr());
+    table->s1[k] = state_ptr<T>(s1, i);
+    table->s2[k] = state_ptr<T>(s2, i);
+    table->s3[k] = state_ptr<T>(s3, i);
+    table->numel[k] = params[i].numel();
+    table->first_chunk[k + 1] = table->first_chunk[k] + (params[i].numel() + kChunk - 1) / kChunk;
+    if (++table->count == kMaxTensors) {
+      launch<T>(ctx, step, *table);
+      table->count = 0;
+    }
+  }
+  if (table->count) launch<T>(ctx, step, *table);
+}
+
+}  // namespace
+
+void CudaBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                             const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
+                             const std::vector<Tensor>& state3) {
+  // The CPU's checks (cpu/optim.cpp), and every tensor on this device.
+  size_t n = params.size();
+  bool need1 = step.kind != OptimStep::sgd || step.momentum != 0;
+  bool need2 = step.kind == OptimStep::adam || step.kind == OptimStep::adamw || step.kind == OptimStep::adamax ||
+               (step.kind == OptimStep::rmsprop && step.centered);
+  bool need3 = step.kind == OptimStep::rmsprop && step.momentum > 0;
+  auto check_list = [&](const std::vector<Tensor>& v, bool needed, const char* what) {
+    if (needed ? v.size() != n : !v.empty() && v.size() != n)
+      throw Error(std::string("optim_step: ") + what + " has " + std::to_string(v.size()) + " tensors for " +
+                  std::to_string(n) + " parameters");
+  };
+  check_list(grads, true, "grads");
+  check_list(state1, need1, "state1");
+  check_list(state2, need2, "state2");
+  check_list(state3, need3, "state3");
+  bool any32 = false, any64 = false;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& p = params[i];
+    expect_here("optim_step", {&p});
+    if (p.dtype() != DType::f32 && p.dtype() != DType::f64)
+      throw Error("optim_step: parameter " + std::to_string(i) + " is " + dtype_name(p.dtype()) +
+                  ", expected f32 or f64");
+    for (const std::vector<Tensor>* v : {&grads, &state1, &state2, &state3}) {
+      if (v->empty()) continue;
+      const Tensor& t = (*v)[i];
+      if (!t.defined() || !(t.shape() == p.shape()) || t.dtype() != p.dtype() || !t.is_contiguous() ||
+          !(t.device() == p.device()))
+        throw Error("optim_step: a gradient or state tensor of parameter " + std::to_string(i) +
+                    " does not match it (" + p.shape().str() + " " + dtype_name(p.dtype()) + " on " +
+                    p.device().str() + ")");
+    }
+    if (!p.is_contiguous()) throw Error("optim_step: parameter " + std::to_string(i) + " is not contiguous");
+    (p.dtype() == DType::f32 ? any32 : any64) = true;
+  }
+  Context& c = ctx();
+  if (any32) step_all<float>(c, step, DType::f32, params, grads, state1, state2, state3);
+  if (any64) step_all<double>(c, step, DType::f64, params, grads, state1, state2, state3);
+}
+
+}  // namespace reel::cuda
