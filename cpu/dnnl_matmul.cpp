@@ -1,6 +1,7 @@
 // Matrix products. f32: oneDNN matmul, compute-bound, with the bias and the relu
 // fused as post-ops and strided views handed over as they are, so a transposed
-// operand costs no copy. f64 (gradient checks) and empty inner dims: plain loops.
+// operand costs no copy. f64 (gradient checks), tiny products and empty inner
+// dims: plain loops.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -156,9 +157,13 @@ void matmul_loops(const MatmulArgs& m) {
 
 }  // namespace
 
+// Below this many multiply-adds a oneDNN call (~2 us of descriptors, arguments and
+// dispatch) costs more than the plain loops.
+constexpr int64_t kTinyProduct = 4096;
+
 void matmul_into(const MatmulArgs& m) {
   if (m.out.numel() == 0) return;
-  if (m.out.dtype() == DType::f32 && m.a.shape()[2] > 0) return matmul_dnnl(m);
+  if (m.out.dtype() == DType::f32 && m.out.numel() * m.a.shape()[2] >= kTinyProduct) return matmul_dnnl(m);
   dispatch_float(m.out.dtype(), "matmul", [&]<typename T>() { matmul_loops<T>(m); });
 }
 

@@ -109,11 +109,13 @@ TEST_CASE("conv2d reads strided inputs", "[conv]") {
 TEST_CASE("1x1 and whole-input convolutions (GEMM lowerings) match the definition", "[conv]") {
   manual_seed(12);
   // 1x1, stride 1, no padding: y[n] = W x[n]
-  check_both(randn({3, 5, 4, 6}), randn({7, 5, 1, 1}), randn({7}), {});
-  check_both(randn({3, 5, 4, 6}), randn({7, 5, 1, 1}), Tensor(), {});
+  check_both(randn({3, 5, 4, 6}), randn({7, 5, 1, 1}), randn({7}), {});  // small: loops in f32 too
+  check_both(randn({3, 16, 8, 8}), randn({24, 16, 1, 1}), randn({24}), {});  // large enough for oneDNN
+  check_both(randn({3, 16, 8, 8}), randn({24, 16, 1, 1}), Tensor(), {});
   check_both(randn({2, 4, 6, 5}).permute({0, 1, 3, 2}), randn({3, 4, 1, 1}), randn({3}), {});
   // the kernel covers the input: y = x W^T
   check_both(randn({4, 2, 5, 5}), randn({6, 2, 5, 5}), randn({6}), {});
+  check_both(randn({8, 4, 6, 6}), randn({16, 4, 6, 6}), randn({16}), {});
   check_both(randn({4, 1, 28, 28}), randn({16, 1, 28, 28}), randn({16}), {.stride = {2, 2}});
   check_both(randn({2, 3, 4, 4}).permute({0, 1, 3, 2}), randn({5, 3, 4, 4}), randn({5}), {});
   // against the oneDNN convolution: a strided 1x1 conv is a 1x1 conv of the strided input
@@ -135,8 +137,8 @@ TEST_CASE("conv2d gradients in f32 (oneDNN) agree with f64 (loops)", "[conv][gra
   check_backward_agrees({2, 3, 7, 6}, {4, 3, 3, 3}, {}, false);
   check_backward_agrees({2, 4, 7, 7}, {6, 2, 3, 2}, {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 2},
                         true);
-  check_backward_agrees({2, 5, 4, 3}, {6, 5, 1, 1}, {}, true);  // pointwise
-  check_backward_agrees({3, 2, 4, 4}, {5, 2, 4, 4}, {}, false);  // whole input
+  check_backward_agrees({4, 16, 6, 6}, {12, 16, 1, 1}, {}, true);  // pointwise
+  check_backward_agrees({8, 4, 6, 6}, {16, 4, 6, 6}, {}, false);  // whole input
   check_backward_agrees({2, 3, 5, 5}, {4, 3, 1, 1}, {.stride = {2, 2}}, false);
 }
 

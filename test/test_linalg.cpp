@@ -78,6 +78,7 @@ TEST_CASE("matmul broadcasts batch dims", "[linalg]") {
   CHECK(wb.shape() == Dims{3, 3, 5});
 }
 
+// (every product here has over 4096 multiply-adds: smaller ones take the loops in f32 too)
 TEST_CASE("matmul in f32 (oneDNN) agrees with f64 (loops), strided operands included", "[linalg]") {
   manual_seed(2);
   Tensor a = randn({3, 17, 33}), b = randn({3, 33, 9});
@@ -93,8 +94,9 @@ TEST_CASE("matmul in f32 (oneDNN) agrees with f64 (loops), strided operands incl
   both(a.slice(2, 0, 33, 2), b.slice(1, 0, 33, 2));                 // every other column: a copy inside
   both(a.permute({1, 0, 2}).contiguous().permute({1, 0, 2}), b);    // batch stride inside rows
   both(a[0], b[1]);                                                  // offsets
-  both(a.select(2, 0).unsqueeze(2), randn({3, 1, 4}));               // K = 1
-  both(randn({1, 33}).expand({3, 33}).unsqueeze(1), b);              // stride-0 batch
+  both(randn({3, 64, 1}), randn({3, 1, 40}));                          // K = 1
+  both(randn({64, 2}).select(1, 0).unsqueeze(0).unsqueeze(2), randn({1, 1, 80}));  // strided column
+  both(randn({16, 33}).expand({3, 16, 33}), b);                      // stride-0 batch
   // against the definition
   check_close(matmul(a, b).to_vector<double>(), reference_bmm(a, b), 1e-4);
   Tensor at = a.transpose(1, 2).contiguous().transpose(1, 2);
