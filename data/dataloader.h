@@ -17,7 +17,8 @@
 //   memory that copy is asynchronous, so the training thread never waits on it.
 // - Transform: called on each whole batch, on the host, before the copy, with a seed
 //   drawn from (seed, epoch, batch index): random augmentations are reproducible and
-//   independent of the worker that ran them.
+//   independent of the worker that ran them. With workers > 0 it runs on several
+//   threads at once, so it must not change shared state.
 #pragma once
 #include <cstdint>
 #include <functional>
