@@ -85,7 +85,9 @@ TEST_CASE("view gradients flow back to the base", "[tensor][views][grad]") {
   CHECK_GRADIENTS([](const V& v) { return v[0].unsqueeze(1).squeeze(); }, input({3, 4}));
   CHECK_GRADIENTS([](const V& v) { return v[0].t().flatten(); }, input({3, 4}));
   CHECK_GRADIENTS([](const V& v) { return v[0].t().contiguous() * 2.0; }, input({3, 4}));
-  CHECK_GRADIENTS([](const V& v) { return v[0].to(DType::f32).to(DType::f64); }, input({3}));
+  // through f32 the rounding (~1e-7) needs a wider finite-difference step
+  CHECK(reel::test::gradcheck([](const V& v) { return v[0].to(DType::f32).to(DType::f64); }, {input({3})}, 1e-3, 1e-4,
+                              1e-3) == "");
 }
 
 TEST_CASE("the generator is seedable", "[tensor][random]") {
