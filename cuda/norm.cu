@@ -337,6 +337,10 @@ void CudaBackend::batch_norm_forward(const Tensor& out, const Tensor& save_mean,
   if (ch == 0) return;
   if (!training && (!running_mean.defined() || !running_var.defined()))
     throw Error("batch_norm: evaluation mode needs running_mean and running_var");
+  // weight, bias and running statistics may be strided views: work on dense copies, write the running ones back
+  Tensor w = weight.defined() ? contiguous_copy(weight) : weight, b = bias.defined() ? contiguous_copy(bias) : bias;
+  Tensor rm = running_mean.defined() ? contiguous_copy(running_mean) : running_mean;
+  Tensor rv = running_var.defined() ? contiguous_copy(running_var) : running_var;
   dispatch_float(x.dtype(), "batch_norm", [&]<typename T>() {
     std::optional<DeviceBuffer> partial;
     BnParams p{ch, n * s, 1, training, running_mean.defined() && running_var.defined(), momentum, eps};
@@ -348,9 +352,11 @@ void CudaBackend::batch_norm_forward(const Tensor& out, const Tensor& save_mean,
     T* scale = coef.as<T>();
     T* shift = scale + ch;
     bn_finalize<T><<<c.grid_for(ch, kThreads), kThreads, 0, c.stream>>>(
-        partial ? partial->as<double2>() : nullptr, p, cp<T>(weight), cp<T>(bias), mp<T>(running_mean),
-        mp<T>(running_var), mp<T>(save_mean), mp<T>(save_invstd), scale, shift);
+        partial ? partial->as<double2>() : nullptr, p, cp<T>(w), cp<T>(b), mp<T>(rm), mp<T>(rv), mp<T>(save_mean),
+        mp<T>(save_invstd), scale, shift);
     check_launch("batch_norm");
+    if (training && rm.defined() && rm.impl() != running_mean.impl()) copy_same_device(running_mean, rm);
+    if (training && rv.defined() && rv.impl() != running_var.impl()) copy_same_device(running_var, rv);
     if (out.numel())
       launch_apply<T>(c, out, static_cast<const T*>(x.data_ptr()), nullptr, scale, nullptr, nullptr, shift, ch, s);
   });
@@ -366,6 +372,7 @@ void CudaBackend::batch_norm_backward(const Tensor& gx, const Tensor& gw, const 
   if (ch == 0) return;
   dispatch_float(x.dtype(), "batch_norm_backward", [&]<typename T>() {
     Tensor mean = contiguous_copy(save_mean), invstd = contiguous_copy(save_invstd);
+    Tensor w = weight.defined() ? contiguous_copy(weight) : weight;
     std::optional<DeviceBuffer> partial;
     BnParams p{ch, n * s, 1, training, false, 0, 0};
     bool need_sums = training || (gw.defined() && gw.numel()) || (gb.defined() && gb.numel());
@@ -380,7 +387,7 @@ void CudaBackend::batch_norm_backward(const Tensor& gx, const Tensor& gw, const 
     T* b = a + ch;
     T* d = b + ch;
     bn_grad_finalize<T><<<c.grid_for(ch, kThreads), kThreads, 0, c.stream>>>(
-        partial->as<double2>(), p, cp<T>(weight), cp<T>(invstd), mp<T>(gw), mp<T>(gb), a, b, d);
+        partial->as<double2>(), p, cp<T>(w), cp<T>(invstd), mp<T>(gw), mp<T>(gb), a, b, d);
     check_launch("batch_norm_backward");
     if (gx.defined() && gx.numel())
       launch_apply<T>(c, gx, static_cast<const T*>(gy.data_ptr()),

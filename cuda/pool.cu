@@ -34,17 +34,10 @@ __global__ void __launch_bounds__(kThreads) max_pool_fwd(const T* x, T* out, int
     const T* p = x + plane * g.h * g.w;
     T best = -INFINITY;
     int64_t at = hs * g.w + ws;
-    bool nan = false;
-    for (int64_t y = hs; y < he && !nan; ++y) {
+    for (int64_t y = hs; y < he; ++y) {
       for (int64_t xx = ws; xx < we; ++xx) {
         T v = p[y * g.w + xx];
-        if (v != v) {  // the first NaN wins
-          best = v;
-          at = y * g.w + xx;
-          nan = true;
-          break;
-        }
-        if (v > best) {
+        if (v > best || v != v) {  // a NaN wins (the last one), as in PyTorch and on the CPU
           best = v;
           at = y * g.w + xx;
         }
