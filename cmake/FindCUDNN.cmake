@@ -14,8 +14,9 @@ endif()
 find_path(CUDNN_INCLUDE_DIR cudnn_version.h
   HINTS ${_cudnn_hints}
   PATH_SUFFIXES include include/x86_64-linux-gnu)
-# pip packages ship only the versioned file (libcudnn.so.9), hence the extra names.
-find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 libcudnn.so.8
+# pip packages ship only the versioned file (libcudnn.so.9), hence the extra names, tried
+# per folder so that the root hint wins over a toolkit that has its own cuDNN.
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 libcudnn.so.8 NAMES_PER_DIR
   HINTS ${_cudnn_hints}
   PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
 
