@@ -17,7 +17,14 @@ struct Args {
   std::string json;  // --json PATH, "-" for stdout, empty for none
   int threads = int(std::thread::hardware_concurrency());
   int reps = 7;
+  std::string device = "cpu";  // --device cpu|cuda[:N]
   std::vector<std::string> rest;
+  // The value after `--name` among the program's own options, or `fallback`.
+  long long get(const char* name, long long fallback) const {
+    for (size_t i = 0; i + 1 < rest.size(); ++i)
+      if (rest[i] == name) return std::atoll(rest[i + 1].c_str());
+    return fallback;
+  }
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -34,6 +41,7 @@ inline Args parse_args(int argc, char** argv) {
     if (s == "--json") a.json = next();
     else if (s == "--threads") a.threads = std::atoi(next().c_str());
     else if (s == "--reps") a.reps = std::atoi(next().c_str());
+    else if (s == "--device") a.device = next();
     else a.rest.push_back(s);
   }
   return a;
@@ -66,7 +74,7 @@ inline void report(const Args& args, const char* workload, const char* system, c
   std::printf("%-4s %-9s %-6s %-22s median %12.4f  min %12.4f  max %12.4f  n %d\n", workload, system, device, metric,
               s.median, s.min, s.max, s.n);
   if (args.json.empty()) return;
-  char line[1024];
+  char line[8192];  // room for the samples list
   std::snprintf(line, sizeof line,
                 "{\"workload\": \"%s\", \"system\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
                 "\"metric\": \"%s\", \"median\": %.6g, \"min\": %.6g, \"max\": %.6g, \"n\": %d%s%s}\n",
@@ -83,6 +91,32 @@ inline void report(const Args& args, const char* workload, const char* system, c
     std::fputs(line, f);
     std::fclose(f);
   }
+}
+
+// The same, from the raw samples, which also go into the JSON line ("samples"): the
+// comparison driver pools them over the runs it alternates.
+inline void report(const Args& args, const char* workload, const char* system, const char* device,
+                   const char* metric, const std::vector<double>& samples, const std::string& extra = "") {
+  std::string all = "\"samples\": [";
+  char num[32];
+  for (size_t i = 0; i < samples.size(); ++i) {
+    std::snprintf(num, sizeof num, "%s%.6g", i ? ", " : "", samples[i]);
+    all += num;
+  }
+  all += "]";
+  report(args, workload, system, device, metric, stats_of(samples), extra.empty() ? all : extra + ", " + all);
+}
+
+// Synthetic sizes for W6: 100 tensors totalling exactly 10,000,000 floats, in
+// weights 1..23 (the last takes the rounding remainder). Every system uses these.
+inline std::vector<long long> w6_sizes() {
+  constexpr long long kTotal = 10000000;
+  std::vector<long long> w(100), s(100);
+  long long sum = 0, used = 0;
+  for (int i = 0; i < 100; ++i) sum += w[i] = 1 + (i * 37) % 23;
+  for (int i = 0; i < 99; ++i) used += s[i] = kTotal * w[i] / sum;
+  s[99] = kTotal - used;
+  return s;
 }
 
 }  // namespace bench

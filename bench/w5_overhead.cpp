@@ -2,9 +2,7 @@
 // elementwise ops (add scalar, mul by tensor, relu, tanh, cycling), then
 // sum().backward(). Reports µs per op: forward while recording, backward, forward
 // under no-grad. The work per op is 8 floats, so this measures the framework alone.
-#include <reel/reel.h>
-
-#include "bench_util.h"
+#include "reel_bench.h"
 
 namespace {
 constexpr int kOps = 300;
@@ -25,9 +23,10 @@ reel::Tensor chain(const reel::Tensor& x, const reel::Tensor& w) {
 
 int main(int argc, char** argv) {
   bench::Args args = bench::parse_args(argc, argv);
+  bench::Target t = bench::setup(args);
   reel::manual_seed(0);
-  reel::Tensor x = reel::randn({8}).requires_grad_();
-  reel::Tensor w = reel::randn({8}).requires_grad_();
+  reel::Tensor x = reel::randn({8}, {.device = t.device}).requires_grad_();
+  reel::Tensor w = reel::randn({8}, {.device = t.device}).requires_grad_();
   int iters = 200;
   std::vector<double> fwd, bwd, nograd;
   for (int rep = 0; rep < args.reps + 2; ++rep) {  // two warm-up repetitions
@@ -53,8 +52,8 @@ int main(int argc, char** argv) {
     bwd.push_back(b * per_op);
     nograd.push_back(n * per_op);
   }
-  bench::report(args, "W5", "reel", "cpu", "forward_record_us_per_op", bench::stats_of(fwd));
-  bench::report(args, "W5", "reel", "cpu", "backward_us_per_op", bench::stats_of(bwd));
-  bench::report(args, "W5", "reel", "cpu", "forward_nograd_us_per_op", bench::stats_of(nograd));
+  bench::report(args, "W5", "reel", t.name.c_str(), "forward_record_us_per_op", fwd);
+  bench::report(args, "W5", "reel", t.name.c_str(), "backward_us_per_op", bwd);
+  bench::report(args, "W5", "reel", t.name.c_str(), "forward_nograd_us_per_op", nograd);
   return 0;
 }

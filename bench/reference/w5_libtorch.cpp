@@ -1,7 +1,7 @@
 // W5 in libtorch 1.13: the same chain as bench/w5_overhead.cpp, the same timing.
 #include <torch/torch.h>
 
-#include "../bench_util.h"
+#include "torch_bench.h"
 
 namespace {
 constexpr int kOps = 300;
@@ -22,10 +22,10 @@ torch::Tensor chain(const torch::Tensor& x, const torch::Tensor& w) {
 
 int main(int argc, char** argv) {
   bench::Args args = bench::parse_args(argc, argv);
-  torch::set_num_threads(args.threads);
+  bench::Target t = bench::setup(args);
   torch::manual_seed(0);
-  torch::Tensor x = torch::randn({8}).requires_grad_();
-  torch::Tensor w = torch::randn({8}).requires_grad_();
+  torch::Tensor x = torch::randn({8}, torch::TensorOptions().device(t.device)).requires_grad_();
+  torch::Tensor w = torch::randn({8}, torch::TensorOptions().device(t.device)).requires_grad_();
   int iters = 200;
   std::vector<double> fwd, bwd, nograd;
   for (int rep = 0; rep < args.reps + 2; ++rep) {
@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
     bwd.push_back(b * per_op);
     nograd.push_back(n * per_op);
   }
-  bench::report(args, "W5", "libtorch", "cpu", "forward_record_us_per_op", bench::stats_of(fwd));
-  bench::report(args, "W5", "libtorch", "cpu", "backward_us_per_op", bench::stats_of(bwd));
-  bench::report(args, "W5", "libtorch", "cpu", "forward_nograd_us_per_op", bench::stats_of(nograd));
+  bench::report(args, "W5", "libtorch", t.name.c_str(), "forward_record_us_per_op", fwd);
+  bench::report(args, "W5", "libtorch", t.name.c_str(), "backward_us_per_op", bwd);
+  bench::report(args, "W5", "libtorch", t.name.c_str(), "forward_nograd_us_per_op", nograd);
   return 0;
 }

@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+"""Runs W1-W8 in reel, PyTorch and libtorch side by side and prints medians and ratios.
+
+    /usr/bin/python3 bench/compare.py                  # everything, all cores
+    /usr/bin/python3 bench/compare.py --only W1,W6 --rounds 5 --reps 1
+
+Each round runs every configuration once, one after the other (A B A B ...): reel in
+its default environment, then each peer (PyTorch, libtorch) in its default
+environment and in each variant below. Each run does its own warm-up and `--reps`
+timed repetitions; the samples of all rounds are pooled, so every configuration gets
+rounds x reps timed repetitions (default 3 x 2 = 6). Ratios are reel's median over
+the best peer environment's median. Every JSON line (with "env" and "round" added)
+is appended to --json; the floors come from the same run (peak sgemm from
+bench_w0_peak, bandwidth from W6 and W7). Last, bench/compile_time.sh.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The peers' environments: the default one, and one variant each.
+ENVS = {
+    "default": {},
+    "openblas1": {"OPENBLAS_NUM_THREADS": "1"},
+    "passive": {"OMP_WAIT_POLICY": "passive"},
+    "nocoretype": {"OPENBLAS_CORETYPE": None},
+}
+
+# workload: (reel program, libtorch program, PyTorch workload, arguments for all three)
+WORKLOADS = {
+    "W1": ("bench_w1_mlp", "ref_w1_libtorch", "w1", ["--epochs", "{reps}"]),
+    "W2": ("bench_w2_conv_mlp", "ref_w2_libtorch", "w2", ["--epochs", "{reps}"]),
+    "W3": ("bench_w3_cnn", "ref_w3_libtorch", "w3", ["--steps", "40", "--reps", "{reps}"]),
+    "W4": ("bench_w4_vgg", "ref_w4_libtorch", "w4", ["--steps", "4", "--reps", "{reps}"]),
+    "W5": ("bench_w5_overhead", "ref_w5_libtorch", "w5", ["--reps", "{reps}"]),
+    "W6": ("bench_w6_optim", "ref_w6_libtorch", "w6", ["--reps", "{reps}"]),
+    "W7": ("bench_w7_bias_grad", "ref_w7_libtorch", "w7", ["--reps", "{reps}"]),
+    "W8": ("bench_w8_wide_fc", "ref_w8_libtorch", "w8", ["--steps", "2", "--reps", "{reps}"]),
+}
+
+# Floating-point work of one training step (forward, weight gradients, input
+# gradients except the first layer's), for the compute floors.
+def _train_flops(layers):
+    fwd = sum(layers)
+    return 3 * fwd - layers[0]
+
+# per image: conv 2*O*C*k*k*H_out*W_out, linear 2*in*out
+W3_FLOP_PER_IMAGE = _train_flops([2 * 32 * 9 * 26 * 26, 2 * 64 * 288 * 24 * 24, 2 * 9216 * 128, 2 * 128 * 10])
+W4_FLOP_PER_IMAGE = _train_flops([2 * 50 * 27 * 1024, 2 * 50 * 450 * 1024, 2 * 100 * 450 * 256,
+                                  2 * 100 * 900 * 256, 2 * 6400 * 512, 2 * 512 * 10])
+W8_FLOP_PER_SAMPLE = _train_flops([2 * 25000 * 1024, 2 * 1024 * 512, 2 * 512 * 20000])
+W8_PARAMS = 25000 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 20000 + 20000
+
+
+def run(cmd, env_mod, jsonl, tag):
+    env = dict(os.environ)
+    for k, v in env_mod.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    fd, path = tempfile.mkstemp(suffix=".jsonl")
+    os.close(fd)
+    try:
+        p = subprocess.run(cmd + ["--json", path], env=env, cwd=ROOT, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"  FAILED ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}", file=sys.stderr)
+            return []
+        recs = []
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                r.update(tag)
+                recs.append(r)
+        with open(jsonl, "a") as f:
+            for r in recs:
+                f.write(json.dumps(r) + "\n")
+        return recs
+    finally:
+        os.unlink(path)
+
+
+def pooled(recs, workload, system, metric, env=None):
+    s = []
+    for r in recs:
+        if r["workload"] == workload and r["system"] == system and r["metric"] == metric and \
+                (env is None or r.get("env") == env):
+            s.extend(r.get("samples", [r["median"]]))
+    return statistics.median(s) if s else None
+
+
+def best_peer(recs, workload, metric, systems=("pytorch", "libtorch")):
+    best = None
+    for sysname in systems:
+        for env in ENVS:
+            m = pooled(recs, workload, sysname, metric, env)
+            if m is not None and (best is None or m < best[0]):
+                best = (m, f"{sysname}/{env}")
+    return best
+
+
+def fmt(x, digits=4):
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def table(recs):
+    rows = []  # (what, reel, reference, reference value, ratio, target, met)
+
+    def vs_peer(wl, metric, target, what=None, systems=("pytorch", "libtorch")):
+        r = pooled(recs, wl, "reel", metric, "default")
+        b = best_peer(recs, wl, metric, systems)
+        if r is None or b is None:
+            return
+        ratio = r / b[0]
+        rows.append((what or f"{wl} {metric}", r, b[1], b[0], ratio, f"<= {target:.3g}", ratio <= target))
+
+    def floor_row(what, value, floor, target, lower_is_better=True):
+        if value is None or floor is None:
+            return
+        ratio = value / floor
+        ok = ratio <= target if lower_is_better else floor / value >= target
+        shown = ratio if lower_is_better else floor / value
+        rows.append((what, value, "floor", floor, shown, ("<= " if lower_is_better else ">= ") + f"{target:.3g}", ok))
+
+    gflops = pooled(recs, "peak", "reel", "sgemm_gflops")
+    add_ms = pooled(recs, "W6", "reel", "add_inplace_ms")
+    gbs = 12 * 1e7 / (add_ms * 1e-3) / 1e9 if add_ms else None
+    vs_peer("W1", "epoch_s", 0.5)
+    w1 = pooled(recs, "W1", "reel", "epoch_s", "default")
+    w2 = pooled(recs, "W2", "reel", "epoch_s", "default")
+    if w1 and w2:
+        rows.append(("W2 epoch_s / reel W1", w2, "reel W1", w1, w2 / w1, "<= 1.1", w2 / w1 <= 1.1))
+    vs_peer("W2", "epoch_s", 1e9, "W2 epoch_s (vs peers, no target)")
+    vs_peer("W3", "epoch_s", 0.7)
+    vs_peer("W4", "step_ms", 0.8)
+    for metric, target in (("forward_record_us_per_op", 1 / 3), ("backward_us_per_op", 0.5),
+                           ("forward_nograd_us_per_op", 0.5)):
+        vs_peer("W5", metric, target, f"W5 {metric} vs libtorch", ("libtorch",))
+    if gbs:
+        floor_row("W6 adam_step_ms vs 28 B/param", pooled(recs, "W6", "reel", "adam_step_ms"), 28e7 / (gbs * 1e6), 1.25)
+        floor_row("W6 sgd_momentum_step_ms vs 20 B", pooled(recs, "W6", "reel", "sgd_momentum_step_ms"),
+                  20e7 / (gbs * 1e6), 1.25)
+    vs_peer("W6", "adam_step_ms", 1e9, "W6 adam_step_ms (vs peers)")
+    floor_row("W7 bias_grad_ms (fraction of read floor)", pooled(recs, "W7", "reel", "bias_grad_ms"),
+              pooled(recs, "W7", "reel", "read_floor_ms"), 0.8, lower_is_better=False)
+    vs_peer("W7", "bias_grad_ms", 1e9, "W7 bias_grad_ms (vs peers)")
+    vs_peer("W8", "step_ms", 0.6)
+    if gbs:
+        floor_row("W8 optimizer_ms vs Adam floor", pooled(recs, "W8", "reel", "optimizer_ms"),
+                  28 * W8_PARAMS / (gbs * 1e6), 1.3)
+    if gflops:  # compute floors: reported, no target
+        for what, wl, metric, flop in (("W3 epoch_s vs compute floor", "W3", "epoch_s", 60000 * W3_FLOP_PER_IMAGE),
+                                       ("W4 step_ms vs compute floor", "W4", "step_ms", 1e3 * 64 * W4_FLOP_PER_IMAGE),
+                                       ("W8 fwd+bwd ms vs compute floor", "W8", None, 1e3 * 128 * W8_FLOP_PER_SAMPLE)):
+            if metric:
+                v = pooled(recs, wl, "reel", metric)
+            else:
+                f, b = pooled(recs, wl, "reel", "forward_ms"), pooled(recs, wl, "reel", "backward_ms")
+                v = f + b if f and b else None
+            floor_row(what + " (floor/time)", v, flop / (gflops * 1e9), 0.0, lower_is_better=False)
+    c_reel = pooled(recs, "compile", "reel", "compile_s")
+    c_torch = pooled(recs, "compile", "libtorch", "compile_s")
+    if c_reel and c_torch:
+        rows.append(("compile_s", c_reel, "libtorch", c_torch, c_reel / c_torch, "<= 0.1", c_reel / c_torch <= 0.1))
+    print()
+    if gflops:
+        print(f"peak sgemm (oneDNN, reel::matmul 3072^3): {gflops:.1f} GFLOP/s")
+    if gbs:
+        print(f"a += b on 10M floats: {gbs:.2f} GB/s (12 B/element)")
+    print(f"{'measure':46} {'reel':>10} {'against':>22} {'value':>10} {'ratio':>7} {'target':>9}  met")
+    for what, r, ref, v, ratio, target, ok in rows:
+        met = "-" if target.endswith("1e+09") or target == ">= 0" else ("yes" if ok else "NO")
+        target = "-" if met == "-" else target
+        print(f"{what:46} {fmt(r):>10} {ref:>22} {fmt(v):>10} {ratio:7.3f} {target:>9}  {met}")
+    print()
+    print("medians per system and environment:")
+    keys = sorted({(r["workload"], r["metric"]) for r in recs})
+    for wl, metric in keys:
+        cells = []
+        for sysname in ("reel", "pytorch", "libtorch"):
+            for env in ENVS:
+                m = pooled(recs, wl, sysname, metric, env)
+                if m is not None:
+                    cells.append(f"{sysname}/{env} {fmt(m)}")
+        print(f"  {wl:7} {metric:26} " + "; ".join(cells))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build-bench", help="reel's build directory (bench_* and ref_* programs)")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--reps", type=int, default=2, help="timed repetitions per run (W1/W2: epochs)")
+    p.add_argument("--only", default="", help="comma-separated workloads, e.g. W1,W6")
+    p.add_argument("--peer-envs", default=",".join(ENVS), help="peer environments to run")
+    p.add_argument("--json", default="bench/results.jsonl", help="file the JSON lines are appended to")
+    p.add_argument("--no-compile", action="store_true", help="skip bench/compile_time.sh")
+    p.add_argument("--from-json", default="", help="only print the table of an earlier run's JSON lines")
+    a = p.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            table([json.loads(line) for line in f if line.strip()])
+        return
+    build = os.path.join(ROOT, a.build) if not os.path.isabs(a.build) else a.build
+    jsonl = os.path.abspath(a.json)
+    only = [w.strip().upper() for w in a.only.split(",") if w.strip()] or list(WORKLOADS)
+    envs = [e for e in a.peer_envs.split(",") if e]
+    common = ["--threads", str(a.threads), "--device", "cpu"]
+    recs = run([os.path.join(build, "bench", "bench_w0_peak"), "--reps", "5"] + common, {}, jsonl,
+               {"env": "default", "round": 0})
+    for wl in only:
+        reel, ref, py, extra = WORKLOADS[wl]
+        extra = [x.format(reps=a.reps) for x in extra]
+        configs = [("reel", "default", [os.path.join(build, "bench", reel)])]
+        for env in envs:
+            configs.append(("pytorch", env, ["/usr/bin/python3", os.path.join(ROOT, "bench/reference/workloads_pytorch.py"), py]))
+            configs.append(("libtorch", env, [os.path.join(build, "bench", ref)]))
+        for rnd in range(1, a.rounds + 1):
+            for sysname, env, cmd in configs:
+                print(f"{wl} round {rnd}: {sysname} ({env})", flush=True)
+                recs += run(cmd + extra + common, ENVS[env], jsonl, {"env": env, "round": rnd})
+    if not a.no_compile:
+        fd, path = tempfile.mkstemp(suffix=".jsonl")
+        os.close(fd)
+        subprocess.run(["bash", os.path.join(ROOT, "bench/compile_time.sh"), "--json", path], cwd=ROOT)
+        with open(path) as f:
+            crecs = [dict(json.loads(line), env="default", round=0) for line in f if line.strip()]
+        os.unlink(path)
+        with open(jsonl, "a") as f:
+            for r in crecs:
+                f.write(json.dumps(r) + "\n")
+        recs += crecs
+    table(recs)
+    print(f"\nJSON lines appended to {jsonl}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+#!/usr/bin/python3
+"""W1-W8 in PyTorch (Python), the same work and output as reel's bench/w*.cpp.
+
+    /usr/bin/python3 bench/reference/workloads_pytorch.py w1 --threads 2 --json out.jsonl
+
+Options: --device cpu|cuda[:N], --threads N, --reps N, --json PATH ('-' for stdout),
+--epochs N (W1-W3), --steps N (W3: time N steps per repetition and extrapolate
+s/epoch; W4, W6, W7, W8: calls per repetition), --buffers N (W7).
+"""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+class Ctx:
+    def __init__(self, a):
+        self.a = a
+        torch.set_num_threads(a.threads)
+        if a.device == "cpu":
+            self.device, self.name, self.extra = torch.device("cpu"), "cpu", {}
+        else:
+            if not torch.cuda.is_available():
+                sys.exit(f"--device {a.device}: no CUDA device here")
+            self.device = torch.device(a.device)
+            idx = self.device.index or 0
+            self.name, self.extra = f"cuda:{idx}", {"gpu": torch.cuda.get_device_name(idx)}
+
+    def sync(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def report(self, workload, metric, samples, **extra):
+        s = sorted(samples)
+        med = statistics.median(s)
+        print(f"{workload:4} pytorch   {self.name:6} {metric:22} median {med:12.4f}  min {s[0]:12.4f}  "
+              f"max {s[-1]:12.4f}  n {len(s)}")
+        if not self.a.json:
+            return
+        rec = {"workload": workload, "system": "pytorch", "device": self.name, "threads": self.a.threads,
+               "metric": metric, "median": med, "min": s[0], "max": s[-1], "n": len(s)}
+        rec.update(self.extra)
+        rec.update(extra)
+        rec["samples"] = list(samples)
+        line = json.dumps(rec)
+        if self.a.json == "-":
+            print(line)
+        else:
+            with open(self.a.json, "a") as f:
+                f.write(line + "\n")
+
+
+def idx_file(name):
+    for n in (name, name + ".gz"):
+        p = os.path.join(FASHION, n)
+        if os.path.exists(p):
+            return gzip.open(p, "rb").read() if p.endswith(".gz") else open(p, "rb").read()
+    sys.exit(f"{name} not found in {FASHION}")
+
+
+def fashion(split, dev):
+    img = idx_file(f"{split}-images-idx3-ubyte")
+    lab = idx_file(f"{split}-labels-idx1-ubyte")
+    x = torch.from_numpy(np.frombuffer(img, np.uint8, offset=16).copy()).float().div_(255).view(-1, 1, 28, 28)
+    y = torch.from_numpy(np.frombuffer(lab, np.uint8, offset=8).astype(np.int64))
+    return x.to(dev), y.to(dev)
+
+
+def train_epoch(model, opt, x_all, y_all, batch, max_steps=0):
+    n = x_all.shape[0]
+    perm = torch.randperm(n, device=x_all.device)
+    steps, loss = 0, None
+    for start in range(0, n, batch):
+        if max_steps and steps == max_steps:
+            break
+        idx = perm[start:start + batch]
+        loss = F.cross_entropy(model(x_all.index_select(0, idx)), y_all.index_select(0, idx))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        steps += 1
+    if not float(loss) < 1e30:
+        sys.exit(f"training diverged (loss {float(loss)})")
+    return steps
+
+
+def accuracy(model, x, y):
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(x[s:s + 1000]).argmax(1) == y[s:s + 1000]).sum()) for s in range(0, len(x), 1000))
+    model.train()
+    return correct / len(x)
+
+
+def run_fashion(c, workload, make, batch, lr, default_epochs):
+    a, dev = c.a, c.device
+    xtr, ytr = fashion("train", dev)
+    xte, yte = fashion("t10k", dev)
+    epochs = a.epochs or default_epochs
+    per_epoch = (len(xtr) + batch - 1) // batch
+    warm = make().to(dev)
+    train_epoch(warm, torch.optim.SGD(warm.parameters(), lr=lr, momentum=0.9), xtr, ytr, batch, 20)
+    torch.manual_seed(1)
+    model = make().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    times = []
+    if a.steps:
+        for _ in range(a.reps):
+            t0 = time.perf_counter()
+            done = train_epoch(model, opt, xtr, ytr, batch, a.steps)
+            c.sync()
+            times.append((time.perf_counter() - t0) / done * per_epoch)
+        print(f"{workload}: s/epoch extrapolated from {a.steps} of {per_epoch} steps per repetition")
+        c.report(workload, "epoch_s", times, extrapolated_from_steps=a.steps)
+        return
+    for e in range(1, epochs + 1):
+        t0 = time.perf_counter()
+        train_epoch(model, opt, xtr, ytr, batch)
+        c.sync()
+        times.append(time.perf_counter() - t0)
+        if e == 1:
+            first = accuracy(model, xte, yte)
+    last = accuracy(model, xte, yte)
+    print(f"{workload}: test accuracy {first:.4f} after 1 epoch, {last:.4f} after {epochs}")
+    c.report(workload, "epoch_s", times)
+    c.report(workload, "test_acc_epoch1", [first])
+    if epochs > 1:
+        c.report(workload, f"test_acc_epoch{epochs}", [last])
+
+
+def w1(c):
+    run_fashion(c, "W1", lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64),
+                                               nn.ReLU(), nn.Linear(64, 10)), 128, 0.1, 3)
+
+
+def w2(c):
+    run_fashion(c, "W2", lambda: nn.Sequential(nn.Conv2d(1, 128, 28), nn.ReLU(), nn.Conv2d(128, 64, 1), nn.ReLU(),
+                                               nn.Conv2d(64, 10, 1), nn.Flatten()), 128, 0.1, 3)
+
+
+def w3(c):
+    run_fashion(c, "W3", lambda: nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.25),
+        nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10)), 64, 0.01, 1)
+
+
+def w4(c):
+    dev, steps = c.device, c.a.steps or 5
+    torch.manual_seed(1)
+    model = nn.Sequential(
+        nn.Conv2d(3, 50, 3, padding=1), nn.ReLU(), nn.Conv2d(50, 50, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Dropout(0.25), nn.Conv2d(50, 100, 3, padding=1), nn.ReLU(), nn.Conv2d(100, 100, 3, padding=1), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(6400, 512), nn.ReLU(), nn.Dropout(0.5),
+        nn.Linear(512, 10)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(64, 3, 32, 32, device=dev)
+    y = torch.randint(0, 10, (64,), device=dev)
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(3):
+        step()
+    ms, ips = [], []
+    for _ in range(c.a.reps):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        float(loss)
+        s = (time.perf_counter() - t0) / steps
+        ms.append(1e3 * s)
+        ips.append(64 / s)
+    c.report("W4", "step_ms", ms)
+    c.report("W4", "images_per_s", ips)
+
+
+def w5(c):
+    kops, iters = 300, 200
+    torch.manual_seed(0)
+    x = torch.randn(8, device=c.device).requires_grad_()
+    w = torch.randn(8, device=c.device).requires_grad_()
+
+    def chain():
+        y = x
+        for i in range(kops):
+            k = i % 4
+            y = y + 0.5 if k == 0 else y * w if k == 1 else torch.relu(y) if k == 2 else torch.tanh(y)
+        return y
+
+    fwd, bwd, nog = [], [], []
+    for rep in range(c.a.reps + 2):
+        f = b = 0.0
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            loss = chain().sum()
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            f += t1 - t0
+            b += t2 - t1
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                chain().sum()
+            n = time.perf_counter() - t0
+        if rep < 2:
+            continue
+        k = 1e6 / (iters * (kops + 1))
+        fwd.append(f * k)
+        bwd.append(b * k)
+        nog.append(n * k)
+    c.report("W5", "forward_record_us_per_op", fwd)
+    c.report("W5", "backward_us_per_op", bwd)
+    c.report("W5", "forward_nograd_us_per_op", nog)
+
+
+def w6_sizes():
+    w = [1 + (i * 37) % 23 for i in range(100)]
+    s = [10_000_000 * wi // sum(w) for wi in w[:99]]
+    return s + [10_000_000 - sum(s)]
+
+
+def time_ms(c, f, calls, warm=2):
+    for _ in range(warm):
+        f()
+    out = []
+    for _ in range(c.a.reps):
+        c.sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            f()
+        c.sync()
+        out.append(1e3 * (time.perf_counter() - t0) / calls)
+    return out
+
+
+def w6(c):
+    dev, steps = c.device, c.a.steps or 10
+    torch.manual_seed(1)
+    params = []
+    for n in w6_sizes():
+        p = torch.randn(n, device=dev).requires_grad_()
+        p.grad = torch.randn(n, device=dev) * 1e-3
+        params.append(p)
+    a = torch.randn(10_000_000, device=dev)
+    b = torch.randn(10_000_000, device=dev)
+
+    def add():
+        a.add_(b)
+
+    add_ms = time_ms(c, add, steps)
+    adam = torch.optim.Adam(params, lr=1e-3)
+    adam_ms = time_ms(c, adam.step, steps)
+    sgd = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    sgd_ms = time_ms(c, sgd.step, steps)
+    c.report("W6", "add_inplace_ms", add_ms)
+    c.report("W6", "adam_step_ms", adam_ms)
+    c.report("W6", "sgd_momentum_step_ms", sgd_ms)
+
+
+def w7(c):
+    dev, calls, nbuf = c.device, c.a.steps or 48, c.a.buffers
+    torch.manual_seed(1)
+    grads = [torch.randn(64, 64, 32, 32, device=dev) for _ in range(nbuf)]
+    it = [0]
+
+    def f():
+        grads[it[0] % nbuf].sum((0, 2, 3))
+        it[0] += 1
+
+    c.report("W7", "bias_grad_ms", time_ms(c, f, calls, warm=nbuf))
+
+
+def w8(c):
+    dev, steps = c.device, c.a.steps or 3
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(25000, 1024), nn.ReLU(), nn.Linear(1024, 512), nn.ReLU(),
+                          nn.Linear(512, 20000)).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(128, 25000, device=dev)
+    y = torch.randint(0, 20000, (128,), device=dev)
+    acc = [0.0, 0.0, 0.0]
+
+    def step():
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(model(x), y)
+        c.sync()
+        t1 = time.perf_counter()
+        loss.backward()
+        c.sync()
+        t2 = time.perf_counter()
+        opt.step()
+        opt.zero_grad()
+        c.sync()
+        t3 = time.perf_counter()
+        acc[0] += t1 - t0
+        acc[1] += t2 - t1
+        acc[2] += t3 - t2
+
+    for _ in range(2):
+        step()
+    fwd, bwd, optm, tot = [], [], [], []
+    for _ in range(c.a.reps):
+        acc[:] = [0.0, 0.0, 0.0]
+        for _ in range(steps):
+            step()
+        k = 1e3 / steps
+        fwd.append(acc[0] * k)
+        bwd.append(acc[1] * k)
+        optm.append(acc[2] * k)
+        tot.append(sum(acc) * k)
+    c.report("W8", "step_ms", tot)
+    c.report("W8", "forward_ms", fwd)
+    c.report("W8", "backward_ms", bwd)
+    c.report("W8", "optimizer_ms", optm)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 9)])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--json", default="")
+    p.add_argument("--epochs", type=int, default=0)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--buffers", type=int, default=24)
+    a = p.parse_args()
+    globals()[a.workload](Ctx(a))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+// The machine's floors, for the other workloads to be measured against: peak f32
+// GEMM throughput (reel::matmul, which is oneDNN's sgemm on the CPU, on square
+// `--size` matrices, default 3072) in GFLOP/s. Bandwidth floors are measured inside
+// W6 (a += b) and W7 (a plain read), on the data those workloads touch.
+#include "reel_bench.h"
+
+int main(int argc, char** argv) {
+  using namespace reel;
+  bench::Args args = bench::parse_args(argc, argv);
+  bench::Target t = bench::setup(args);
+  int64_t n = args.get("--size", 3072);
+  manual_seed(1);
+  Tensor a = randn({n, n}, {.device = t.device}), b = randn({n, n}, {.device = t.device});
+  (void)matmul(a, b);  // warm-up: creates the primitive
+  std::vector<double> gflops;
+  for (int rep = 0; rep < args.reps; ++rep) {
+    t.sync();
+    double t0 = bench::now_s();
+    Tensor c = matmul(a, b);
+    t.sync();
+    gflops.push_back(2.0 * double(n) * double(n) * double(n) / (bench::now_s() - t0) / 1e9);
+  }
+  bench::report(args, "peak", "reel", t.name.c_str(), "sgemm_gflops", gflops,
+                "\"size\": " + std::to_string(n) + (t.extra.empty() ? "" : ", " + t.extra));
+  return 0;
+}

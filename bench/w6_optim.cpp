@@ -1,0 +1,55 @@
+// W6: one optimizer step over 100 parameter tensors totalling 10,000,000 floats
+// (sizes from bench::w6_sizes), gradients present: ms per Adam step (lr 1e-3) and
+// per SGD-momentum step (lr 0.01, momentum 0.9). Also measures `a += b` on two
+// 10M-float tensors (12 bytes per element: the same working-set size as the
+// optimizer's) and reports each step against its floor at that bandwidth: Adam
+// moves 28 bytes per parameter (reads p, g, m, v; writes p, m, v), SGD-momentum 20.
+#include "reel_bench.h"
+
+int main(int argc, char** argv) {
+  using namespace reel;
+  bench::Args args = bench::parse_args(argc, argv);
+  bench::Target t = bench::setup(args);
+  int64_t steps = args.get("--steps", 10);
+  constexpr double kParams = 1e7;
+  manual_seed(1);
+  std::vector<Tensor> params;
+  for (long long n : bench::w6_sizes()) {
+    Tensor p = randn({n}, {.device = t.device}).requires_grad_();
+    p.set_grad(randn({n}, {.device = t.device}) * 1e-3);
+    params.push_back(p);
+  }
+  // ms per call of f, `steps` calls per repetition, after 2 warm-up calls
+  auto time_ms = [&](auto&& f) {
+    for (int i = 0; i < 2; ++i) f();
+    std::vector<double> v;
+    for (int rep = 0; rep < args.reps; ++rep) {
+      t.sync();
+      double t0 = bench::now_s();
+      for (int64_t i = 0; i < steps; ++i) f();
+      t.sync();
+      v.push_back(1e3 * (bench::now_s() - t0) / double(steps));
+    }
+    return v;
+  };
+  Tensor a = randn({int64_t(kParams)}, {.device = t.device}), b = randn({int64_t(kParams)}, {.device = t.device});
+  std::vector<double> add_ms = time_ms([&] { a += b; });
+  double gbs = 12 * kParams / (bench::stats_of(add_ms).median * 1e-3) / 1e9;
+  optim::Adam adam(params, {.lr = 1e-3});
+  std::vector<double> adam_ms = time_ms([&] { adam.step(); });
+  optim::SGD sgd(params, {.lr = 0.01, .momentum = 0.9});
+  std::vector<double> sgd_ms = time_ms([&] { sgd.step(); });
+  double adam_floor = 28 * kParams / (gbs * 1e9) * 1e3, sgd_floor = 20 * kParams / (gbs * 1e9) * 1e3;
+  auto with = [&](double floor_ms, const std::vector<double>& v) {
+    char s[160];
+    std::snprintf(s, sizeof s, "\"floor_ms\": %.4g, \"times_floor\": %.3f, \"add_gbs\": %.2f", floor_ms,
+                  bench::stats_of(v).median / floor_ms, gbs);
+    return t.extra.empty() ? std::string(s) : t.extra + ", " + s;
+  };
+  bench::report(args, "W6", "reel", t.name.c_str(), "add_inplace_ms", add_ms, with(12 * kParams / (gbs * 1e6), add_ms));
+  bench::report(args, "W6", "reel", t.name.c_str(), "adam_step_ms", adam_ms, with(adam_floor, adam_ms));
+  bench::report(args, "W6", "reel", t.name.c_str(), "sgd_momentum_step_ms", sgd_ms, with(sgd_floor, sgd_ms));
+  std::printf("a += b: %.2f GB/s; Adam %.2fx its 28 B/param floor (%.2f ms), SGD-momentum %.2fx its 20 B floor\n", gbs,
+              bench::stats_of(adam_ms).median / adam_floor, adam_floor, bench::stats_of(sgd_ms).median / sgd_floor);
+  return 0;
+}

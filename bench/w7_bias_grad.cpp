@@ -1,0 +1,56 @@
+// W7: the broadcast-bias gradient: a 64x64x32x32 (N, C, H, W) gradient reduced to
+// 64 per-channel sums. Each call reads a different one of `--buffers` gradients
+// (default 24 x 16 MiB = 384 MiB, more than this machine's 260 MiB L3), so the data
+// comes from memory. The floor is 16 MiB over the read bandwidth that a plain
+// OpenMP sum of the same buffers reaches here; reports the fraction of it reached.
+#include "reel_bench.h"
+
+namespace {
+// The read-bandwidth probe: sums a whole buffer, memory-bound by design.
+float read_all(const float* p, int64_t n) {
+  float s = 0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace reel;
+  bench::Args args = bench::parse_args(argc, argv);
+  bench::Target t = bench::setup(args);
+  int64_t nbuf = args.get("--buffers", 24), calls = args.get("--steps", 48);
+  constexpr int64_t kNumel = int64_t(64) * 64 * 32 * 32;
+  constexpr double kBytes = 4.0 * double(kNumel);
+  manual_seed(1);
+  std::vector<Tensor> grads;
+  for (int64_t i = 0; i < nbuf; ++i) grads.push_back(randn({64, 64, 32, 32}, {.device = t.device}));
+  auto time_ms = [&](auto&& f) {
+    for (int64_t i = 0; i < nbuf; ++i) f(grads[size_t(i)]);  // warm-up: one pass over every buffer
+    std::vector<double> v;
+    for (int rep = 0; rep < args.reps; ++rep) {
+      t.sync();
+      double t0 = bench::now_s();
+      for (int64_t i = 0; i < calls; ++i) f(grads[size_t(i % nbuf)]);
+      t.sync();
+      v.push_back(1e3 * (bench::now_s() - t0) / double(calls));
+    }
+    return v;
+  };
+  std::vector<double> ms = time_ms([](const Tensor& g) { (void)sum(g, {0, 2, 3}); });
+  std::string extra = t.extra;
+  if (!t.device.is_cuda()) {
+    volatile float sink = 0;
+    std::vector<double> read_ms = time_ms([&](const Tensor& g) { sink = sink + read_all(g.data<float>(), kNumel); });
+    double floor_ms = bench::stats_of(read_ms).median, gbs = kBytes / (floor_ms * 1e-3) / 1e9;
+    char s[160];
+    std::snprintf(s, sizeof s, "\"floor_ms\": %.4g, \"floor_fraction\": %.3f, \"read_gbs\": %.2f", floor_ms,
+                  floor_ms / bench::stats_of(ms).median, gbs);
+    extra = s;
+    bench::report(args, "W7", "reel", t.name.c_str(), "read_floor_ms", read_ms, extra);
+    std::printf("read bandwidth %.2f GB/s: floor %.3f ms; reel reaches %.0f%% of it\n", gbs, floor_ms,
+                100 * floor_ms / bench::stats_of(ms).median);
+  }
+  bench::report(args, "W7", "reel", t.name.c_str(), "bias_grad_ms", ms, extra);
+  return 0;
+}

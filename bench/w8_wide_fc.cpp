@@ -1,0 +1,47 @@
+// W8: wide FC, Linear(25000,1024)-ReLU-Linear(1024,512)-ReLU-Linear(512,20000),
+// softmax cross-entropy over 20000 classes, batch 128, Adam (lr 1e-3), synthetic
+// data. Reports ms per step and its split: forward (to the loss), backward,
+// optimizer (zero_grad + step). Each repetition averages `--steps` steps (default 3).
+#include "reel_bench.h"
+
+int main(int argc, char** argv) {
+  using namespace reel;
+  bench::Args args = bench::parse_args(argc, argv);
+  bench::Target t = bench::setup(args);
+  int64_t steps = args.get("--steps", 3);
+  manual_seed(1);
+  nn::Sequential model{nn::Linear(25000, 1024), nn::ReLU(), nn::Linear(1024, 512), nn::ReLU(),
+                       nn::Linear(512, 20000)};
+  model.to(t.device);
+  optim::Adam opt(model.parameters(), {.lr = 1e-3});
+  Tensor x = randn({128, 25000}, {.device = t.device});
+  Tensor y = randint(0, 20000, {128}, {.dtype = DType::i64, .device = t.device});
+  double f = 0, b = 0, o = 0;
+  auto step = [&] {
+    double t0 = bench::now_s();
+    Tensor loss = cross_entropy(model(x), y);
+    t.sync();
+    double t1 = bench::now_s();
+    loss.backward();
+    t.sync();
+    double t2 = bench::now_s();
+    opt.step();
+    opt.zero_grad();
+    t.sync();
+    double t3 = bench::now_s();
+    f += t1 - t0, b += t2 - t1, o += t3 - t2;
+  };
+  for (int i = 0; i < 2; ++i) step();  // warm-up
+  std::vector<double> fwd, bwd, opt_ms, total;
+  for (int rep = 0; rep < args.reps; ++rep) {
+    f = b = o = 0;
+    for (int64_t i = 0; i < steps; ++i) step();
+    double k = 1e3 / double(steps);
+    fwd.push_back(f * k), bwd.push_back(b * k), opt_ms.push_back(o * k), total.push_back((f + b + o) * k);
+  }
+  bench::report(args, "W8", "reel", t.name.c_str(), "step_ms", total, t.extra);
+  bench::report(args, "W8", "reel", t.name.c_str(), "forward_ms", fwd, t.extra);
+  bench::report(args, "W8", "reel", t.name.c_str(), "backward_ms", bwd, t.extra);
+  bench::report(args, "W8", "reel", t.name.c_str(), "optimizer_ms", opt_ms, t.extra);
+  return 0;
+}
