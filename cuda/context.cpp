@@ -93,6 +93,9 @@ Context* create_context(int device) {
         "cudaHostAlloc (fault flag)");
   ctx->fault = static_cast<DeviceFault*>(fault);
   *ctx->fault = DeviceFault{};
+  void* mapped = nullptr;
+  check(cudaHostGetDevicePointer(&mapped, fault, 0), op, "cudaHostGetDevicePointer (fault flag)");
+  ctx->fault_device = static_cast<DeviceFault*>(mapped);
   return ctx.release();
 }
 }  // namespace

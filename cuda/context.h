@@ -52,7 +52,9 @@ struct Context {
   int sm_count = 1, cc_major = 0, cc_minor = 0, max_threads_per_sm = 2048;
   size_t total_memory = 0;
 
-  DeviceFault* fault = nullptr;  // pinned, mapped: the device writes, the host reads after a sync
+  // pinned and mapped: kernels write through `fault_device`, the host reads `fault` after a sync
+  DeviceFault* fault = nullptr;
+  DeviceFault* fault_device = nullptr;
 
   std::atomic<Backend*> backend{nullptr};  // this device's CudaBackend, made on first use
 

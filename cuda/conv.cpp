@@ -290,8 +290,9 @@ void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tens
         h, one, pl.x, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.fwd, ws.get(), ws.size(), zero, pl.y,
         out.data_ptr(), pl.bias, bias.data_ptr(), relu ? pl.relu : pl.identity, pl.y, out.data_ptr());
     if (st == CUDNN_STATUS_SUCCESS) return;
-    if (st != CUDNN_STATUS_NOT_SUPPORTED) check_dnn(st, "conv2d", "cudnnConvolutionBiasActivationForward");
-    pl.fused_ok = false;  // this algorithm has no fused form: convolution, then kernels, from now on
+    // cuDNN refuses some algorithm/activation pairs (NOT_SUPPORTED or BAD_PARAM, by version): this shape
+    // then runs as a convolution and kernels from now on; the plain call below reports real errors.
+    pl.fused_ok = false;
   }
   check_dnn(cudnnConvolutionForward(h, one, pl.x, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.fwd, ws.get(),
                                     ws.size(), zero, pl.y, out.data_ptr()),

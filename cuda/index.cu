@@ -100,7 +100,7 @@ void run(Context& ctx, const char* op, int code, const Tensor& walked, const Ten
   for_each_piece<3>(o.g, o.base, {sizeof(T), sizeof(T), sizeof(int64_t)},
                     [&](const OffsetCalc<3>& calc, uint32_t n, std::array<char*, 3> b) {
                       index_kernel<T, Accumulate><<<ctx.grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(
-                          n, calc, b, step, bound, ctx.fault, code);
+                          n, calc, b, step, bound, ctx.fault_device, code);
                       check_launch(op);
                     });
 }

@@ -294,10 +294,10 @@ void CudaBackend::cross_entropy_forward(const Tensor& losses, const Tensor& lse,
   dispatch_float(logits.dtype(), "cross_entropy", [&]<typename T>() {
     if (a.C <= 2048)
       ce_forward<T, 32><<<c.grid_for(N, kThreads / 32), kThreads, 0, c.stream>>>(
-          cp<T>(logits), cp<int64_t>(labels), mp<T>(losses), mp<T>(lse), a, c.fault);
+          cp<T>(logits), cp<int64_t>(labels), mp<T>(losses), mp<T>(lse), a, c.fault_device);
     else
       ce_forward<T, kThreads><<<c.grid_for(N, 1), kThreads, 0, c.stream>>>(cp<T>(logits), cp<int64_t>(labels),
-                                                                           mp<T>(losses), mp<T>(lse), a, c.fault);
+                                                                           mp<T>(losses), mp<T>(lse), a, c.fault_device);
     check_launch("cross_entropy");
   });
 }
