@@ -1,6 +1,6 @@
 // Stream-ordered device memory, pinned host memory with reuse after the copies that
-// read it, and the memory statistics of cuda/cuda.h. See allocator.h for the design.
-#include "allocator.h"
+// read it, and the memory statistics of cuda/cuda.h. See internal/allocator.h for the design.
+#include "internal/allocator.h"
 
 #include <fmt/format.h>
 

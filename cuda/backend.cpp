@@ -9,13 +9,13 @@
 //                    (counted in host_sync_count()): the CPU reads the values next;
 //   device -> device same device: a kernel (copy.cu); two devices: a peer copy
 //                    ordered on both streams with events, never a host wait.
-#include "backend.h"
+#include "internal/backend.h"
 
 #include <fmt/format.h>
 
 #include <optional>
 
-#include "allocator.h"
+#include "internal/allocator.h"
 #include "cuda.h"
 
 namespace reel::cuda {

@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "context.h"
+#include "internal/context.h"
 #include "cuda.h"
 
 namespace reel::cuda {

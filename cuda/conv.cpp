@@ -19,8 +19,8 @@
 #include <limits>
 #include <map>
 
-#include "allocator.h"
-#include "backend.h"
+#include "internal/allocator.h"
+#include "internal/backend.h"
 #include "cuda.h"
 
 namespace reel::cuda {

@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "backend.h"
+#include "internal/backend.h"
 
 namespace reel::cuda {
 

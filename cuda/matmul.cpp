@@ -18,8 +18,8 @@
 #include <map>
 #include <tuple>
 
-#include "allocator.h"
-#include "backend.h"
+#include "internal/allocator.h"
+#include "internal/backend.h"
 #include "cuda.h"
 
 namespace reel::cuda {

@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "allocator.h"
+#include "internal/allocator.h"
 #include "elementwise.cuh"
 
 namespace reel::cuda {

@@ -25,7 +25,7 @@
 #include <limits>
 #include <optional>
 
-#include "allocator.h"
+#include "internal/allocator.h"
 #include "elementwise.cuh"
 
 namespace reel::cuda {

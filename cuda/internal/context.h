@@ -14,7 +14,7 @@
 #include <mutex>
 #include <string>
 
-#include "../tensor/backend.h"
+#include "../../tensor/backend.h"
 
 // Library handles, declared here so that this header needs neither cuBLAS nor cuDNN.
 struct cublasLtContext;
