@@ -9,7 +9,8 @@
 // sums. More parameters than one table holds take more launches.
 // Arithmetic: the CPU's expressions (cpu/optim.cpp, PyTorch's single-tensor rules) in the
 // parameter's dtype, and this file is compiled without FMA contraction (--fmad=false,
-// see CMakeLists.txt) so the GPU rounds each step as the CPU does.
+// see CMakeLists.txt) so the GPU rounds each step as the CPU's scalar code does (the
+// CPU's AVX2 f32 Adam loop fuses multiply-adds: there the two may differ in the last bit).
 // Launch shape: 256 threads, 4 elements per thread per pass of a chunk.
 // Floor: memory bandwidth. Adam moves 28 bytes per f32 parameter, SGD with momentum 20.
 #include <memory>
