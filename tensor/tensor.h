@@ -180,6 +180,8 @@ Tensor full_like(const Tensor& t, double value, Site site = {});
 // From host values, copied; `shape` defaults to a 1-D tensor of all values.
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Dims& shape = {}, Options opt = {.dtype = dtype_of_v<T>}, Site site = {});
+// Note: C++ reads {{1}, {2}} as the 1-D list {1, 2} (a braced scalar is a scalar), so
+// a column of single values is tensor({1, 2}).reshape({2, 1}); rows of two or more work.
 Tensor tensor(std::initializer_list<double> values, Options opt = {}, Site site = {});
 Tensor tensor(std::initializer_list<std::vector<double>> rows, Options opt = {}, Site site = {});
 // Wraps caller-owned host memory without copying; the caller keeps it alive.

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 int main() {
-  reel::Tensor x = reel::tensor({{0.0}, {1.0}, {2.0}, {3.0}});
+  reel::Tensor x = reel::tensor({0.0, 1.0, 2.0, 3.0}).reshape({4, 1});
   reel::Tensor y = x * 2.0 + 1.0;
   reel::Tensor w = reel::zeros({1, 1}).requires_grad_();
   reel::Tensor b = reel::zeros({1}).requires_grad_();
