@@ -17,14 +17,15 @@ using namespace reel;
 // Mean and standard deviation of the training pixels (in [0, 1]).
 inline constexpr double kMean = 0.2860, kStd = 0.3530;
 
-// 784-512-256-10 with dropout: about 89.5% test accuracy after 10 epochs.
+// 784-512-256-10 with dropout: 89.8% test accuracy after 10 epochs (seed 1, Adam
+// 1e-3 with a cosine schedule, batch 128).
 inline nn::Sequential mlp() {
   return nn::Sequential{nn::Flatten(),      nn::Linear(784, 512), nn::ReLU(),          nn::Dropout(0.2),
                         nn::Linear(512, 256), nn::ReLU(),         nn::Dropout(0.2),    nn::Linear(256, 10)};
 }
 
-// Two conv-BN-ReLU-pool blocks (28 -> 14 -> 7) and a dense head: about 92.5% after
-// 10 epochs. The convolutions have no bias: the BatchNorm after each one has its own.
+// Two conv-BN-ReLU-pool blocks (28 -> 14 -> 7) and a dense head: 92.7% after 10
+// epochs with the same settings. The convolutions have no bias: the BatchNorm after each one has its own.
 inline nn::Sequential cnn() {
   return nn::Sequential{nn::Conv2d(1, 32, 3, {.padding = 1, .bias = false}),
                         nn::BatchNorm2d(32),
