@@ -16,6 +16,9 @@
 #include <immintrin.h>
 #define REEL_ADAM_AVX2 1
 #endif
+#ifdef __SSE2__
+#include <xmmintrin.h>
+#endif
 
 namespace reel::cpu {
 
@@ -197,6 +200,20 @@ void run(const OptimStep& s, Ptrs<T> x, int64_t n) {
   }
 }
 
+// Subnormal inputs and results flushed to zero for the duration of a step (MXCSR
+// FTZ + DAZ on each thread, restored after). Adam's second moment of a gradient below
+// ~1e-19 is subnormal ((1 - b2) g^2 < 1.2e-38), and x86 takes a microcode assist of
+// ~100 cycles per subnormal operand: on W8 (20000-way softmax, where most output
+// gradients are tiny) the step grew from 22 ms to 220 ms within 16 steps. Flushing
+// changes no parameter: a subnormal m or v moves p by at most lr * 1e-30 / eps.
+struct FlushSubnormals {
+#ifdef __SSE2__
+  unsigned saved = _mm_getcsr();
+  FlushSubnormals() { _mm_setcsr(saved | 0x8040); }
+  ~FlushSubnormals() { _mm_setcsr(saved); }
+#endif
+};
+
 struct Chunk {
   int32_t tensor;
   int64_t begin, end;
@@ -256,9 +273,14 @@ void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& pa
   };
   int64_t nchunks = int64_t(chunks.size());
   if (total >= kParallelGrain && nchunks > 1) {
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < nchunks; ++k) body(chunks[size_t(k)]);
+#pragma omp parallel
+    {
+      FlushSubnormals flush;
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < nchunks; ++k) body(chunks[size_t(k)]);
+    }
   } else {
+    FlushSubnormals flush;
     for (const Chunk& c : chunks) body(c);
   }
 }
