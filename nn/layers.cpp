@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <typeinfo>
 
 #include "../autograd/grad_mode.h"
 #include "../tensor/backend.h"
@@ -54,10 +55,12 @@ Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions opt)
 
 void Linear::reset_parameters() { default_init(weight, bias); }
 
-Tensor Linear::forward(const Tensor& x) {
+Tensor Linear::forward(const Tensor& x) { return forward_impl(x, false); }
+
+Tensor Linear::forward_impl(const Tensor& x, bool relu) {
   if (x.dim() < 1 || x.size(-1) != in_features)
     fail("Linear", fmt::format("expected input [*, {}], got {}", in_features, x.shape().str()), kNoSite);
-  return linear(x, weight, bias);
+  return relu ? linear_relu(x, weight, bias) : linear(x, weight, bias);
 }
 
 std::string Linear::extra_repr() const {
@@ -86,7 +89,9 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Con
 
 void Conv2d::reset_parameters() { default_init(weight, bias); }
 
-Tensor Conv2d::forward(const Tensor& x) {
+Tensor Conv2d::forward(const Tensor& x) { return forward_impl(x, false); }
+
+Tensor Conv2d::forward_impl(const Tensor& x, bool relu) {
   if (x.dim() != 4 || x.size(1) != in_channels)
     fail("Conv2d", fmt::format("expected input [N, {}, H, W], got {}", in_channels, x.shape().str()), kNoSite);
   reel::Conv2dOptions o;
@@ -94,7 +99,7 @@ Tensor Conv2d::forward(const Tensor& x) {
   o.padding[0] = options.padding.h, o.padding[1] = options.padding.w;
   o.dilation[0] = options.dilation.h, o.dilation[1] = options.dilation.w;
   o.groups = options.groups;
-  return conv2d(x, weight, bias, o);
+  return relu ? conv2d_relu(x, weight, bias, o) : conv2d(x, weight, bias, o);
 }
 
 std::string Conv2d::extra_repr() const {
@@ -303,9 +308,22 @@ void Sequential::wrong_type(size_t i) const {
   throw Error(fmt::format("Sequential::at: module {} is a {}, not the type asked for", i, modules_[i]->type_name()));
 }
 
+// A Linear or Conv2d directly followed by a ReLU runs as one op with the relu fused
+// into the GEMM / convolution (linear_relu, conv2d_relu): one pass over the output
+// fewer forward and backward. Exact types only, so a subclass's own forward is kept.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (Module* m : modules_) y = m->forward(y);
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    Module* m = modules_[i];
+    bool relu_next = i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU);
+    if (relu_next && typeid(*m) == typeid(Linear)) {
+      y = static_cast<Linear*>(m)->forward_impl(y, true), ++i;
+    } else if (relu_next && typeid(*m) == typeid(Conv2d)) {
+      y = static_cast<Conv2d*>(m)->forward_impl(y, true), ++i;
+    } else {
+      y = m->forward(y);
+    }
+  }
   return y;
 }
 

@@ -35,6 +35,7 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, LinearOptions opt = {});
   Tensor forward(const Tensor& x) override;
+  Tensor forward_impl(const Tensor& x, bool relu);  // relu: y = max(x W^T + b, 0) in one op
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
   void reset_parameters();
@@ -57,6 +58,7 @@ class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dOptions opt = {});
   Tensor forward(const Tensor& x) override;
+  Tensor forward_impl(const Tensor& x, bool relu);  // relu: the convolution and max(., 0) in one op
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   void reset_parameters();
