@@ -8,8 +8,7 @@ scripts/install-deps.sh
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DREEL_SANITIZE=ON -DREEL_CUDA=OFF \
   -DREEL_BUILD_BENCH=OFF -DREEL_BUILD_SAMPLES=OFF
 cmake --build "$build" -j "$(nproc)" --target reel_tests
-# oneDNN's JIT and OpenMP runtime keep allocations for the process lifetime: not leaks of ours.
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export OMP_NUM_THREADS=2
 "$build"/test/reel_tests
