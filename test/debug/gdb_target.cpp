@@ -1,0 +1,18 @@
+// A small program for test/debug/gdb_printers.cmake: gdb stops in reel_gdb_stop()
+// (or at REEL_BREAK_ON=exp) and prints the tensors of main's frame.
+#include <reel/reel.h>
+
+// Not inlined, so gdb can break on it; the caller's frame holds the tensors.
+__attribute__((noinline)) void reel_gdb_stop() { asm volatile(""); }
+
+int main() {
+  reel::Tensor t = reel::arange(0.0, 6.0).reshape({3, 2}).t();  // a strided view: [[0, 2, 4], [1, 3, 5]]
+  reel::Tensor w = reel::full({2, 3}, 0.5).requires_grad_();
+  reel::Tensor y = t * w;  // gdb line: mul
+  reel::Tensor big = reel::arange(0.0, 100.0, 1.0, {.dtype = reel::DType::f64});
+  reel::Tensor flags = reel::gt(t, 2.0);
+  reel::Tensor none;
+  reel::Tensor e = reel::exp(w);  // gdb line: exp
+  reel_gdb_stop();
+  return int(y.numel() + big.numel() + flags.numel() + e.numel()) - 118 + int(none.defined());
+}
