@@ -23,6 +23,7 @@ struct TensorMeta {
   Dims shape;
   DType dtype = DType::f32;
   Device device;
+  bool defined = false;  // false for an absent optional input (an undefined bias)
 };
 
 // A saved tensor remembers its storage version, so backward can tell when the

@@ -136,7 +136,7 @@ Node* make_node(const OpScope& op, BackwardFn fn, const Tensor* const* inputs, s
   for (size_t i = 0; i < n_in; ++i) {
     const Tensor& t = *inputs[i];
     if (!t.defined()) continue;
-    node->inputs[i] = {t.shape(), t.dtype(), t.device()};
+    node->inputs[i] = {t.shape(), t.dtype(), t.device(), true};
     if (!t.requires_grad()) continue;
     if (t.grad_fn()) {
       node->edges[i].node = t.impl()->grad_fn;
@@ -149,7 +149,7 @@ Node* make_node(const OpScope& op, BackwardFn fn, const Tensor* const* inputs, s
   Ref<Node> owner(node);
   for (size_t i = 0; i < n_out; ++i) {
     Tensor& t = *outputs[i];
-    node->outputs[i] = {t.shape(), t.dtype(), t.device()};
+    node->outputs[i] = {t.shape(), t.dtype(), t.device(), true};
     TensorImpl* impl = t.impl();
     impl->requires_grad = true;
     impl->grad_fn = owner;

@@ -12,7 +12,9 @@
 namespace reel::debug {
 namespace {
 
-std::string meta_str(const TensorMeta& m) { return fmt::format("{} {}", m.shape.str(), dtype_name(m.dtype)); }
+std::string meta_str(const TensorMeta& m) {
+  return m.defined ? fmt::format("{} {}", m.shape.str(), dtype_name(m.dtype)) : std::string("-");
+}
 
 std::string metas_str(const std::vector<TensorMeta>& ms) {
   std::string s;
@@ -110,9 +112,7 @@ std::string tape_dot() {
         } else {
           from = it->second;
         }
-      } else if (k < n.inputs.size() && n.inputs[k].shape.size() > 0) {
-        // An input without grad. (The tape cannot tell a 0-d constant from an absent
-        // optional input, so those are left out.)
+      } else if (k < n.inputs.size() && n.inputs[k].defined) {  // an input without grad
         from = fmt::format("{}_const{}", id, k);
         nodes += fmt::format("  {} [shape=ellipse, style=dashed, fontcolor=gray40, label=\"const\\n{}\"];\n", from,
                              meta_str(n.inputs[k]));

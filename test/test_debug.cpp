@@ -222,6 +222,18 @@ TEST_CASE("tape_dot draws entries, leaves and constants with shapes on the edges
   fs::remove(path);
 }
 
+TEST_CASE("the tape shows an absent optional input as - and a 0-d constant as a node", "[debug]") {
+  Tensor x = tensor({{1, 2}}).requires_grad_();
+  Tensor w = tensor({{1, 0}, {0, 1}}).requires_grad_();
+  Tensor y = linear(x, w) * scalar_tensor(2.0);  // no bias; a 0-d constant
+  std::string text = debug::tape_str();
+  CHECK(text.find(" linear  [1, 2] f32, [2, 2] f32, -  [1, 2] f32 ") != std::string::npos);
+  std::string dot = debug::tape_dot();
+  CHECK(count_of(dot, "label=\"const\\n") == 1);
+  CHECK(dot.find("label=\"const\\n[] f32\"") != std::string::npos);
+  CHECK(count_of(dot, " -> ") == 4);  // x, w -> linear; linear, constant -> mul
+}
+
 // ---------------------------------------------------------------- hooks and breakpoints
 
 TEST_CASE("an op hook sees every op: forward, backward, recorded or not, nested", "[debug]") {
