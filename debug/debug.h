@@ -77,8 +77,9 @@ HookHandle add_op_hook(OpHook hook);
 void set_break_on(const std::string& names);
 std::string break_on();
 
-// ---- step mode: one line per op as it ends, on this thread:
-//   [step] log  at train.cpp:12 -> [2, 3] f32 cpu  min -2.3 max 0.4 mean -0.8 nan 1 inf 0
+// ---- step mode: one line per op as it ends, on this thread (the mean is over the
+// finite values; NaN and Inf are counted):
+//   [step] log at train.cpp:12 -> [2, 3] f32 cpu  min -2.3 max 0.4 mean -0.8 nan 1 inf 0
 struct StepOptions {
   std::ostream* out = nullptr;  // std::cerr when null
   bool nested = true;  // also ops called inside other ops (indented)

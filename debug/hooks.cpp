@@ -183,8 +183,10 @@ std::string stats_str(const Tensor& t) {
     hi = std::max(hi, x);
     if (std::isfinite(x)) { sum += x; ++finite; }
   }
-  double mean = finite ? sum / double(finite) : NAN;
-  return fmt::format("{}  min {:.4g} max {:.4g} mean {:.4g} nan {} inf {}", head, lo, hi, mean, nan, inf);
+  // the mean of the finite values ("-" when there are none); min and max include infinities
+  std::string mean = finite ? fmt::format("{:.4g}", sum / double(finite)) : "-";
+  if (nan == int64_t(v.size())) return fmt::format("{}  min - max - mean - nan {} inf 0", head, nan);
+  return fmt::format("{}  min {:.4g} max {:.4g} mean {} nan {} inf {}", head, lo, hi, mean, nan, inf);
 }
 
 void print_step(const OpRecord& r) {
