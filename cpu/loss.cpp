@@ -10,40 +10,10 @@
 
 #include "cpu_backend.h"
 #include "loops.h"
+#include "vmath.h"
 
 namespace reel::cpu {
 namespace {
-
-// e^x for f32 in a form `omp simd` vectorises (Cephes expf: x = n ln2 + r, e^r by a
-// degree-6 polynomial, 2^n built in the exponent bits); about 1 ulp for x <= 88 (the
-// callers pass x - max <= 0). Clamps and special cases are integer masks on the bit
-// patterns: a float select would stop GCC's if-conversion (-ftrapping-math).
-// Below -87 (and -inf) gives 0; NaN stays NaN.
-inline float exp_f32(float x0) {
-  uint32_t b0 = std::bit_cast<uint32_t>(x0);
-  int32_t i = int32_t(b0);
-  i = i < 0x42B00000 ? i : 0x42B00000;  // positive x: at most 88 (signed order of the bits)
-  uint32_t u = uint32_t(i);
-  u = u < 0xC2AE0000u ? u : 0xC2AE0000u;  // negative x: at least -87 (unsigned order of the bits)
-  float x = std::bit_cast<float>(u);
-  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest: 1.5 * 2^23
-  float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float e = (p * r * r + r + 1.0f) * std::bit_cast<float>((int32_t(n) + 127) << 23);
-  uint32_t below = 0u - uint32_t(b0 > 0xC2AE0000u), nan = 0u - uint32_t((b0 & 0x7fffffffu) > 0x7f800000u);
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(e) & ~(below | nan)) | (b0 & nan));
-}
-
-template <typename T>
-inline T exp_t(T x) {
-  if constexpr (std::is_same_v<T, float>) return exp_f32(x);
-  else return std::exp(x);
-}
 
 // max and log-sum-exp of one row of C values at stride `s` (s == 1: the vectorised path)
 template <typename T>
@@ -54,10 +24,10 @@ inline T row_lse(const T* x, int64_t C, int64_t s) {
 #pragma omp simd reduction(max : m)
     for (int64_t c = 0; c < C; ++c) m = x[c] > m ? x[c] : m;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t c = 0; c < C; ++c) sum += exp_t<T>(x[c] - m);
+    for (int64_t c = 0; c < C; ++c) sum += vexp<T>(x[c] - m);
   } else {
     for (int64_t c = 0; c < C; ++c) m = x[c * s] > m ? x[c * s] : m;
-    for (int64_t c = 0; c < C; ++c) sum += exp_t<T>(x[c * s] - m);
+    for (int64_t c = 0; c < C; ++c) sum += vexp<T>(x[c * s] - m);
   }
   if (std::isinf(m)) return m;  // a row of -inf (or one +inf) logits: lse is that infinity
   return m + std::log(sum);
@@ -131,9 +101,9 @@ void ce_backward(const Tensor& glogits, const Tensor& glosses, const Tensor& log
     const T scale = gl[n * gs], v = l[n * ls], shift = off * scale;
     if (cs == 1 && gcs == 1) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) grow[c] = scale * exp_t<T>(row[c] - v) - shift;
+      for (int64_t c = 0; c < C; ++c) grow[c] = scale * vexp<T>(row[c] - v) - shift;
     } else {
-      for (int64_t c = 0; c < C; ++c) grow[c * gcs] = scale * exp_t<T>(row[c * cs] - v) - shift;
+      for (int64_t c = 0; c < C; ++c) grow[c * gcs] = scale * vexp<T>(row[c * cs] - v) - shift;
     }
     grow[label * gcs] -= on * scale;
   }
