@@ -125,7 +125,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     if (n->released) (void)n->saved_tensor(0);  // throws the "already freed" error
     grad_inputs.assign(n->edges.size(), Tensor());
     {
-      SiteScope at_forward_site(n->site);  // errors inside a rule name the forward call
+      SiteScope at_forward_site(n->site, SiteScope::Replace{});  // errors inside a rule name the forward call
       RuleScope rule(*n, grads);  // the debug tools see the rule as an op of the backward phase
       n->backward(*n, grads, grad_inputs);
       rule.done(grad_inputs);

@@ -101,8 +101,18 @@ SiteScope::SiteScope(const Site& site) : owner_(!tls_site_active) {
     tls_site_active = true;
   }
 }
+SiteScope::SiteScope(const Site& site, Replace)
+    : owner_(false), replaced_(true), saved_active_(tls_site_active), saved_(tls_outer_site) {
+  tls_outer_site = site;
+  tls_site_active = true;
+}
 SiteScope::~SiteScope() {
-  if (owner_) tls_site_active = false;
+  if (replaced_) {
+    tls_outer_site = saved_;
+    tls_site_active = saved_active_;
+  } else if (owner_) {
+    tls_site_active = false;
+  }
 }
 Site SiteScope::current(const Site& fallback) { return tls_site_active ? tls_outer_site : fallback; }
 

@@ -25,12 +25,19 @@ struct Site {
 class SiteScope {
  public:
   explicit SiteScope(const Site& site);
+  // Replaces the current site until destroyed: the engine runs each backward rule at
+  // the site of its forward call, inside backward()'s own scope.
+  struct Replace {};
+  SiteScope(const Site& site, Replace);
   ~SiteScope();
   SiteScope(const SiteScope&) = delete;
   SiteScope& operator=(const SiteScope&) = delete;
   static Site current(const Site& fallback);  // the outermost site, else `fallback`
  private:
   bool owner_;
+  bool replaced_ = false;
+  bool saved_active_ = false;
+  Site saved_{nullptr, 0};
 };
 
 class Error : public std::runtime_error {

@@ -129,6 +129,12 @@ struct LogInside : autograd::Function<LogInside> {
   static std::vector<Tensor> backward(Context&, const std::vector<Tensor>& g) { return {g[0]}; }
 };
 
+// Backward adds tensors of shapes that do not broadcast: an error inside a rule.
+struct BadShapes : autograd::Function<BadShapes> {
+  static Tensor forward(Context&, const Tensor& x) { return x * 1.0; }
+  static std::vector<Tensor> backward(Context&, const std::vector<Tensor>& g) { return {g[0] + ones({3})}; }
+};
+
 struct BadCount : autograd::Function<BadCount> {
   static Tensor forward(Context&, const Tensor& x) { return x * 1.0; }
   static std::vector<Tensor> backward(Context&, const std::vector<Tensor>& g) { return {g[0], g[0]}; }
@@ -500,6 +506,12 @@ TEST_CASE("autograd::Function: aliases, in-place checks and errors", "[debug][fu
   Tensor bad = BadCount::apply(x);
   CHECK_THROWS_WITH(bad.sum().backward(), Catch::Contains("custom_function: backward returned 2 gradients for 1 tensor inputs") &&
                                               Catch::Contains(site_of(line)));
+  // An op failing inside a backward rule names the forward call's line, not backward()'s.
+  int forward_line = __LINE__ + 1;
+  Tensor shapes = BadShapes::apply(x);
+  int backward_line = __LINE__ + 1;
+  CHECK_THROWS_WITH(shapes.sum().backward(), Catch::Contains("add: ") && Catch::Contains(site_of(forward_line)) &&
+                                                 !Catch::Contains(site_of(backward_line)));
   // Saved tensors are freed by backward unless retain_graph.
   Tensor w = Cube::apply(x);
   Tensor s = w.sum();
