@@ -13,7 +13,6 @@ namespace reel::cpu {
 // the exponent bits); about 1 ulp for x <= 88. Clamps and special cases are integer
 // masks on the bit patterns: a float select would stop GCC's if-conversion
 // (-ftrapping-math). Below -87 (and -inf) gives 0; NaN stays NaN.
-// (The same function as cpu/loss.cpp's, which could include this header instead.)
 inline float exp_f32(float x0) {
   uint32_t b0 = std::bit_cast<uint32_t>(x0);
   int32_t i = int32_t(b0);
@@ -32,6 +31,14 @@ inline float exp_f32(float x0) {
   float e = (p * r * r + r + 1.0f) * std::bit_cast<float>((int32_t(n) + 127) << 23);
   uint32_t below = 0u - uint32_t(b0 > 0xC2AE0000u), nan = 0u - uint32_t((b0 & 0x7fffffffu) > 0x7f800000u);
   return std::bit_cast<float>((std::bit_cast<uint32_t>(e) & ~(below | nan)) | (b0 & nan));
+}
+
+// x, or 0 when x is subnormal: results that feed a GEMM must not carry subnormals, which
+// cost a ~100-cycle microcode assist per operand on x86 (see cpu/loss.cpp's backward)
+inline float flush_subnormal(float x) {
+  uint32_t b = std::bit_cast<uint32_t>(x);
+  uint32_t keep = 0u - uint32_t((b & 0x7fffffffu) >= 0x00800000u);
+  return std::bit_cast<float>(b & keep);
 }
 
 // e^x: the vectorisable polynomial for f32, libm for f64 (gradient checks want its accuracy)
