@@ -31,6 +31,7 @@ struct TensorMeta {
 struct SavedTensor {
   Tensor tensor;
   uint32_t version = 0;
+  int32_t output_nr = -1;  // >= 0: an output of the saving node, stored detached
 };
 
 struct Node;
@@ -74,6 +75,8 @@ struct Node : RefCounted {
   // Saves a tensor for backward. An output is saved detached (no cycle through grad_fn).
   void save(const Tensor& t);
   // The i-th saved tensor; throws Error if it was released or modified in place since.
+  // A saved output comes back linked to this node again while grad mode is on (a
+  // create_graph backward), so a rule that reads it is differentiable through it.
   Tensor saved_tensor(size_t i) const;
   std::string describe() const;  // "linear [128,784] [10,784] [10] -> [128,10] at train.cpp:42"
 

@@ -40,6 +40,56 @@ ConvParams recall(const Node& n) {
   return p;
 }
 
+Conv2dOptions options_of(const ConvParams& p) {
+  Conv2dOptions o;
+  for (int i = 0; i < 2; ++i) {
+    o.stride[i] = p.stride[i];
+    o.padding[i] = p.padding[i];
+    o.dilation[i] = p.dilation[i];
+  }
+  o.groups = p.groups;
+  return o;
+}
+
+// ---- the two gradients as recorded ops, for a create_graph backward. Both are
+// bilinear; with conv2d they form a set closed under differentiation:
+// gx = conv_transpose(g, W): dg = conv2d(ggx, W), dW = weight_grad(ggx, g)
+// gW = weight_grad(x, g):    dx = conv_transpose(g, ggW), dg = conv2d(x, ggW)
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Dims& w_shape, const ConvParams& p);
+
+Tensor conv2d_input_grad(const Tensor& g, const Tensor& w, const Dims& x_shape, const ConvParams& p) {
+  OpScope op("conv2d_backward_data", {});
+  Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
+  if (gx.numel()) backend_of(g).conv2d_backward_data(gx, g, w, p);
+  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        ConvParams p = recall(n);
+        if (n.needs_grad(0)) gi[0] = conv2d(gg[0], n.saved_tensor(1), {}, options_of(p));
+        if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(gg[0], n.saved_tensor(0), n.input_shape(1), p);
+      }, {&g, &w}, {&gx})) {
+    n->save(n->needs_grad(1) ? g : Tensor());
+    n->save(n->needs_grad(0) ? w : Tensor());
+    remember(n, p);
+  }
+  return gx;
+}
+
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Dims& w_shape, const ConvParams& p) {
+  OpScope op("conv2d_backward_weight", {});
+  Tensor gw = new_tensor(w_shape, g.dtype(), g.device());
+  if (g.numel()) backend_of(g).conv2d_backward_weight(gw, Tensor(), g, x, p);
+  else backend_of(g).fill(gw, 0);
+  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        ConvParams p = recall(n);
+        if (n.needs_grad(0)) gi[0] = conv2d_input_grad(n.saved_tensor(1), gg[0], n.input_shape(0), p);
+        if (n.needs_grad(1)) gi[1] = conv2d(n.saved_tensor(0), gg[0], {}, options_of(p));
+      }, {&x, &g}, {&gw})) {
+    n->save(n->needs_grad(1) ? x : Tensor());
+    n->save(n->needs_grad(0) ? g : Tensor());
+    remember(n, p);
+  }
+  return gw;
+}
+
 // Checks everything, then y = conv(x, w) + b (then relu) in one backend call.
 Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
                     bool relu) {
@@ -90,6 +140,12 @@ Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const T
 // dx = conv_transpose(g, W), dW = correlate(x, g), db = sum of g over N, H, W
 void conv_grads(Node& n, const Tensor& g, Grads& gi) {
   ConvParams p = recall(n);
+  if (grad_enabled()) {  // create_graph: recorded ops, so second derivatives exist
+    if (n.needs_grad(0)) gi[0] = conv2d_input_grad(g, n.saved_tensor(1), n.input_shape(0), p);
+    if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(n.saved_tensor(0), g, n.input_shape(1), p);
+    if (n.needs_grad(2)) gi[2] = sum(g, {0, 2, 3});
+    return;
+  }
   Backend& be = backend_of(g);
   if (n.needs_grad(0)) {
     Tensor gx = new_tensor(n.input_shape(0), g.dtype(), g.device());
@@ -134,8 +190,13 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
   ConvParams p = params_of(opt);
   Tensor y = conv_forward(op, x, weight, bias, p, true);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor y = n.saved_tensor(2), masked = new_like(y);
-        backend_of(y).binary(BinaryOp::relu_backward, masked, g[0], y);
+        Tensor y = n.saved_tensor(2), masked;
+        if (grad_enabled()) {  // create_graph: keep g's graph
+          masked = mul(g[0], gt(y, 0.0).to(g[0].dtype()));
+        } else {
+          masked = new_like(y);
+          backend_of(y).binary(BinaryOp::relu_backward, masked, g[0], y);
+        }
         conv_grads(n, masked, gi);
       }, {&x, &weight, &bias}, {&y})) {
     n->save(n->needs_grad(1) ? x : Tensor());

@@ -170,8 +170,13 @@ Tensor relu(const Tensor& x, Site site) {
   OpScope op("relu", site);
   Tensor y = unary_forward(op, UnaryOp::relu, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor out = n.saved_tensor(0), gx = new_like(g[0]);
-        backend_of(gx).binary(BinaryOp::relu_backward, gx, g[0], out);  // y > 0 iff x > 0
+        Tensor out = n.saved_tensor(0);  // y > 0 iff x > 0
+        if (grad_enabled()) {  // create_graph: keep g's graph
+          gi[0] = mul(g[0], gt(out, 0.0).to(g[0].dtype()));
+          return;
+        }
+        Tensor gx = new_like(out);
+        backend_of(gx).binary(BinaryOp::relu_backward, gx, g[0], out);
         gi[0] = gx;
       }, {&x}, {&y}))
     n->save(y);
@@ -197,8 +202,16 @@ Tensor gelu(const Tensor& x, Site site) {
   OpScope op("gelu", site);
   Tensor y = unary_forward(op, UnaryOp::gelu, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor gx = new_like(g[0]);
-        backend_of(gx).binary(BinaryOp::gelu_backward, gx, g[0], n.saved_tensor(0));
+        Tensor x = n.saved_tensor(0);
+        if (grad_enabled()) {  // create_graph: gelu' = (1 + t) / 2 + x (1 - t^2) u' / 2, t = tanh u
+          const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
+          Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), k)), c));
+          Tensor du = mul(add(mul(square(x), 3 * k), 1.0), c);
+          gi[0] = mul(g[0], add(mul(add(t, 1.0), 0.5), mul(mul(x, 1.0 - square(t)), mul(du, 0.5))));
+          return;
+        }
+        Tensor gx = new_like(x);
+        backend_of(gx).binary(BinaryOp::gelu_backward, gx, g[0], x);
         gi[0] = gx;
       }, {&x}, {&y}))
     n->save(x);
@@ -210,8 +223,13 @@ Tensor sigmoid(const Tensor& x, Site site) {
   OpScope op("sigmoid", site);
   Tensor y = unary_forward(op, UnaryOp::sigmoid, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor gx = new_like(g[0]);
-        backend_of(gx).binary(BinaryOp::sigmoid_backward, gx, g[0], n.saved_tensor(0));
+        Tensor y = n.saved_tensor(0);
+        if (grad_enabled()) {  // create_graph: recorded ops
+          gi[0] = mul(g[0], mul(y, 1.0 - y));
+          return;
+        }
+        Tensor gx = new_like(y);
+        backend_of(gx).binary(BinaryOp::sigmoid_backward, gx, g[0], y);
         gi[0] = gx;
       }, {&x}, {&y}))
     n->save(y);
@@ -223,8 +241,13 @@ Tensor tanh(const Tensor& x, Site site) {
   OpScope op("tanh", site);
   Tensor y = unary_forward(op, UnaryOp::tanh, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor gx = new_like(g[0]);
-        backend_of(gx).binary(BinaryOp::tanh_backward, gx, g[0], n.saved_tensor(0));
+        Tensor y = n.saved_tensor(0);
+        if (grad_enabled()) {  // create_graph: recorded ops
+          gi[0] = mul(g[0], 1.0 - square(y));
+          return;
+        }
+        Tensor gx = new_like(y);
+        backend_of(gx).binary(BinaryOp::tanh_backward, gx, g[0], y);
         gi[0] = gx;
       }, {&x}, {&y}))
     n->save(y);

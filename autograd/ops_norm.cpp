@@ -17,6 +17,35 @@ void check_param(const OpScope& op, const Tensor& x, const Tensor& p, const Dims
                             dtype_name(x.dtype()), x.shape().str(), describe(p)), op.site);
 }
 
+// ---- the rules as recorded ops, for a create_graph backward: batch statistics are
+// recomputed from x with recorded ops so that second derivatives pass through them.
+// `red` are the dims the statistics reduce over, `param_red` those the weight's
+// gradient reduces over; `shape` broadcasts a statistic or the weight to x.
+struct NormGrads {
+  Tensor gx, gw, gb;
+};
+NormGrads composite_grads(const Node& n, const Tensor& g, const Dims& red, const Dims& param_red, const Dims& shape,
+                          bool batch_stats) {
+  Tensor x = n.saved_tensor(0), w = n.saved_tensor(1), mu, invstd;
+  if (batch_stats) {
+    mu = mean(x, red, true);
+    invstd = rsqrt(add(mean(square(sub(x, mu)), red, true), n.scalars[0]));
+  } else {  // the running statistics: constants
+    mu = n.saved_tensor(2).reshape(shape);
+    invstd = n.saved_tensor(3).reshape(shape);
+  }
+  Tensor xhat = mul(sub(x, mu), invstd);
+  Tensor h = w.defined() ? mul(g, w.reshape(shape)) : g;
+  NormGrads r;
+  if (n.needs_grad(0))
+    r.gx = batch_stats ? mul(invstd, sub(sub(h, mean(h, red, true)), mul(xhat, mean(mul(h, xhat), red, true))))
+                       : mul(invstd, h);
+  auto to_param = [&](const Tensor& t) { return param_red.size() ? sum(t, param_red) : t; };  // {}: sum all
+  if (n.needs_grad(1)) r.gw = to_param(mul(g, xhat));
+  if (n.needs_grad(2)) r.gb = to_param(g);
+  return r;
+}
+
 }  // namespace
 
 // training: y = (x - mean) invstd w + b with batch statistics, running stats updated
@@ -56,6 +85,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   }
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
+        if (grad_enabled() && x.numel()) {  // create_graph
+          Dims red{0}, shape = Dims::filled(x.dim(), 1);
+          for (int k = 2; k < x.dim(); ++k) red.push_back(k);
+          shape[1] = x.size(1);
+          NormGrads r = composite_grads(n, g[0], red, red, shape, n.ints[0] != 0);
+          gi = {r.gx, r.gw, r.gb};
+          return;
+        }
         Tensor gx = new_like(x);
         Tensor gw = n.needs_grad(1) ? new_tensor(n.input_shape(1), x.dtype(), x.device()) : Tensor();
         Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), x.dtype(), x.device()) : Tensor();
@@ -75,6 +112,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     n->save(mean);
     n->save(invstd);
     n->ints[0] = training;
+    n->scalars[0] = eps;
   }
   return y;
 }
@@ -103,6 +141,13 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& w
   if (x.numel()) backend_of(x).layer_norm_forward(y, mean, invstd, x, weight, bias, eps);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
+        if (grad_enabled() && x.numel()) {  // create_graph
+          Dims red, rows;
+          for (int k = 0; k < x.dim(); ++k) (k < n.ints[0] ? rows : red).push_back(k);
+          NormGrads r = composite_grads(n, g[0], red, rows, n.input_shape(1), true);
+          gi = {r.gx, r.gw, r.gb};
+          return;
+        }
         Tensor gx = new_like(x);
         Tensor gw = n.needs_grad(1) ? new_tensor(n.input_shape(1), x.dtype(), x.device()) : Tensor();
         Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), x.dtype(), x.device()) : Tensor();
@@ -121,6 +166,8 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& w
     n->save(weight);
     n->save(mean);
     n->save(invstd);
+    n->ints[0] = lead;
+    n->scalars[0] = eps;
   }
   return y;
 }

@@ -62,6 +62,57 @@ PoolParams recall(const Node& n) {
   return p;
 }
 
+Pool2dOptions options_of(const PoolParams& p) {
+  Pool2dOptions o;
+  for (int i = 0; i < 2; ++i) {
+    o.kernel[i] = p.kernel[i];
+    o.stride[i] = p.stride[i];
+    o.padding[i] = p.padding[i];
+  }
+  o.count_include_pad = p.count_include_pad;
+  return o;
+}
+
+// ---- the input gradients as recorded ops, for a create_graph backward. Each is
+// linear in g, and its own rule is its adjoint: max pooling's scatter to the argmax
+// is undone by a gather there, average pooling's spread by average pooling again.
+
+// gx = g routed to the saved argmax of each window; dg = gg gathered at the argmax
+Tensor max_pool2d_input_grad(const Tensor& g, const Tensor& indices, const Dims& x_shape, const PoolParams& p) {
+  OpScope op("max_pool2d_backward", {});
+  Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
+  if (gx.numel()) backend_of(gx).max_pool2d_backward(gx, g, indices, p);
+  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        const Dims& s = n.input_shape(0);
+        Tensor idx = n.saved_tensor(0).reshape({s[0] * s[1], s[2] * s[3]});
+        gi[0] = gather(gg[0].reshape({s[0] * s[1], -1}), 1, idx).reshape(s);
+      }, {&g}, {&gx}))
+    n->save(indices);
+  return gx;
+}
+
+// gx = g / count spread over each window; dg = avg_pool2d(gg)
+Tensor avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape, const PoolParams& p) {
+  OpScope op("avg_pool2d_backward", {});
+  Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
+  if (gx.numel()) backend_of(gx).avg_pool2d_backward(gx, g, p);
+  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) { gi[0] = avg_pool2d(gg[0], options_of(recall(n))); },
+                       {&g}, {&gx}))
+    remember(n, p);
+  return gx;
+}
+
+// gx = g / window size spread over each window; dg = adaptive_avg_pool2d(gg)
+Tensor adaptive_avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape) {
+  OpScope op("adaptive_avg_pool2d_backward", {});
+  Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
+  if (gx.numel()) backend_of(gx).adaptive_avg_pool2d_backward(gx, g);
+  record(op, [](Node& n, const Grads& gg, Grads& gi) {
+    gi[0] = adaptive_avg_pool2d(gg[0], n.input_shape(0)[2], n.input_shape(0)[3]);
+  }, {&g}, {&gx});
+  return gx;
+}
+
 }  // namespace
 
 // y = max over each window (argmax saved as flat h*W+w); dx = g routed to the argmax
@@ -73,9 +124,7 @@ Tensor max_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
   Tensor indices = new_tensor(shape, DType::i64, x.device());
   if (y.numel()) backend_of(x).max_pool2d_forward(y, indices, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor gx = new_tensor(n.input_shape(0), g[0].dtype(), g[0].device());
-        if (gx.numel()) backend_of(gx).max_pool2d_backward(gx, g[0], n.saved_tensor(0), recall(n));
-        gi[0] = gx;
+        gi[0] = max_pool2d_input_grad(g[0], n.saved_tensor(0), n.input_shape(0), recall(n));
       }, {&x}, {&y})) {
     n->save(indices);
     remember(n, p);
@@ -92,9 +141,7 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
   Tensor y = new_tensor(shape, x.dtype(), x.device());
   if (y.numel()) backend_of(x).avg_pool2d_forward(y, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor gx = new_tensor(n.input_shape(0), g[0].dtype(), g[0].device());
-        if (gx.numel()) backend_of(gx).avg_pool2d_backward(gx, g[0], recall(n));
-        gi[0] = gx;
+        gi[0] = avg_pool2d_input_grad(g[0], n.input_shape(0), recall(n));
       }, {&x}, {&y}))
     remember(n, p);
   return y;
@@ -111,11 +158,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w, Site s
     fail(op.op, fmt::format("expected an input of at least 1x1 pixels, got {}", x.shape().str()), op.site);
   Tensor y = new_tensor({x.size(0), x.size(1), out_h, out_w}, x.dtype(), x.device());
   if (y.numel()) backend_of(x).adaptive_avg_pool2d_forward(y, x);
-  record(op, [](Node& n, const Grads& g, Grads& gi) {
-    Tensor gx = new_tensor(n.input_shape(0), g[0].dtype(), g[0].device());
-    if (gx.numel()) backend_of(gx).adaptive_avg_pool2d_backward(gx, g[0]);
-    gi[0] = gx;
-  }, {&x}, {&y});
+  record(op, [](Node& n, const Grads& g, Grads& gi) { gi[0] = adaptive_avg_pool2d_input_grad(g[0], n.input_shape(0)); },
+         {&x}, {&y});
   return y;
 }
 

@@ -8,6 +8,13 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
+// The backward rule in recorded ops, for a create_graph backward (the kernel's
+// result would have no grad_fn, cutting second derivatives through g and y).
+Tensor composite_grad(const Tensor& g, const Tensor& y, int64_t d, bool log) {
+  if (log) return sub(g, mul(exp(y), sum(g, {d}, true)));
+  return mul(y, sub(g, sum(mul(g, y), {d}, true)));
+}
+
 Tensor softmax_op(const OpScope& op, const Tensor& x, int64_t dim, bool log) {
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
@@ -19,6 +26,10 @@ Tensor softmax_op(const OpScope& op, const Tensor& x, int64_t dim, bool log) {
   if (x.dim() == 0) y = make_view(y, {}, {}, 0);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor y = n.saved_tensor(0);
+        if (grad_enabled()) {  // create_graph: the rule itself must be differentiable
+          gi[0] = y.dim() == 0 ? zeros_like(y) : composite_grad(g[0], y, n.ints[0], n.ints[1] != 0);
+          return;
+        }
         Tensor yv = y.dim() == 0 ? make_view(y, {1}, {1}, y.offset()) : y;
         Tensor gv = g[0].dim() == 0 ? make_view(g[0], {1}, {1}, g[0].offset()) : g[0];
         Tensor gx = new_like(yv);

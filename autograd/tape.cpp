@@ -95,8 +95,11 @@ void Node::save(const Tensor& t) {
     return;
   }
   // An output saved with its grad_fn would point back at this node: a cycle.
-  Tensor keep = t.grad_fn() == this ? t.detach() : t;
-  saved.push_back({keep, t.storage()->version()});
+  if (t.grad_fn() == this) {
+    saved.push_back({t.detach(), t.storage()->version(), int32_t(t.impl()->output_nr)});
+    return;
+  }
+  saved.push_back({t, t.storage()->version()});
 }
 
 Tensor Node::saved_tensor(size_t i) const {
@@ -111,7 +114,13 @@ Tensor Node::saved_tensor(size_t i) const {
         "backward: a tensor {} saved by {} at {} was modified in place after the forward pass "
         "(version {} now, {} when saved)",
         s.tensor.shape().str(), op, site.str(), s.tensor.storage()->version(), s.version));
-  return s.tensor;
+  if (s.output_nr < 0 || !grad_enabled()) return s.tensor;
+  // The link is made only for the length of a create_graph backward: no cycle is kept.
+  Tensor linked = s.tensor.detach();
+  linked.impl()->requires_grad = true;
+  linked.impl()->grad_fn = Ref<Node>(const_cast<Node*>(this));
+  linked.impl()->output_nr = uint32_t(s.output_nr);
+  return linked;
 }
 
 std::string Node::describe() const {

@@ -55,6 +55,57 @@ inline std::string gradcheck(const std::function<Tensor(const std::vector<Tensor
   return "";
 }
 
+// Second derivatives: with w and v random, s = sum_i <d sum(f(inputs) w) / d input_i, v_i>
+// is differentiated through a create_graph backward with respect to every input and
+// to w (the incoming gradient), against central differences of s, itself computed
+// from first-order gradients. A rule that calls a kernel under create_graph cuts the
+// graph, which shows here as a zero or missing second derivative.
+inline std::string gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                 std::vector<Tensor> inputs, double eps = 1e-6, double atol = 1e-5,
+                                 double rtol = 1e-3) {
+  std::vector<Tensor> wrt;
+  for (auto& t : inputs)
+    if (t.requires_grad()) wrt.push_back(t);
+  Tensor w = randn(f(inputs).shape(), {.dtype = DType::f64}).requires_grad_();
+  std::vector<Tensor> v;
+  for (auto& t : wrt) v.push_back(randn(t.shape(), {.dtype = DType::f64}));
+  auto s_of = [&](bool create_graph) {
+    Tensor loss = (f(inputs) * w).sum();
+    std::vector<Tensor> g = autograd::grad({loss}, wrt, {}, {.create_graph = create_graph, .allow_unused = true});
+    Tensor s = zeros({}, {.dtype = DType::f64});
+    for (size_t k = 0; k < g.size(); ++k)
+      if (g[k].defined()) s = s + (g[k] * v[k]).sum();
+    return s;
+  };
+  Tensor s = s_of(true);
+  if (!s.requires_grad()) return "gradgradcheck: the first gradient has no graph (create_graph was cut)";
+  std::vector<Tensor> vars = wrt;
+  vars.push_back(w);
+  std::vector<Tensor> analytic = autograd::grad({s}, vars, {}, {.allow_unused = true});
+  for (size_t i = 0; i < vars.size(); ++i) {
+    Tensor x = vars[i];
+    if (x.contiguous().impl() != x.impl()) return "gradgradcheck: inputs must be contiguous (make views inside f)";
+    double* p = x.data<double>();
+    std::vector<double> a = analytic[i].defined() ? analytic[i].to_vector<double>()
+                                                  : std::vector<double>(size_t(x.numel()), 0.0);
+    for (int64_t j = 0; j < x.numel(); ++j) {
+      double orig = p[j];
+      p[j] = orig + eps;
+      double up = s_of(false).item<double>();
+      p[j] = orig - eps;
+      double down = s_of(false).item<double>();
+      p[j] = orig;
+      double numeric = (up - down) / (2 * eps);
+      if (std::abs(numeric - a[size_t(j)]) > atol + rtol * std::abs(numeric))
+        return (i + 1 == vars.size() ? std::string("the incoming gradient") : "input " + std::to_string(i)) +
+               " element " + std::to_string(j) + ": analytic " + std::to_string(a[size_t(j)]) + " vs numeric " +
+               std::to_string(numeric);
+    }
+  }
+  return "";
+}
+
 }  // namespace reel::test
 
 #define CHECK_GRADIENTS(f, ...) CHECK(::reel::test::gradcheck(f, {__VA_ARGS__}) == "")
+#define CHECK_SECOND_GRADIENTS(f, ...) CHECK(::reel::test::gradgradcheck(f, {__VA_ARGS__}) == "")

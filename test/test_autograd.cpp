@@ -49,6 +49,23 @@ TEST_CASE("create_graph gives second derivatives", "[autograd]") {
   CHECK(gg[0].item<double>() == Approx(12.0));
 }
 
+TEST_CASE("a rule reading its saved output is differentiable under create_graph", "[autograd][grad2]") {
+  // exp saves y = e^x; d2/dx2 sum(e^x) = e^x only if the saved y links back to x
+  Tensor x = tensor({0.5, -1.0}, {.dtype = DType::f64}).requires_grad_();
+  Tensor g = autograd::grad({exp(x).sum()}, {x}, {}, {.create_graph = true})[0];
+  Tensor gg = autograd::grad({g.sum()}, {x})[0];
+  CHECK(gg.to_vector<double>()[0] == Approx(std::exp(0.5)));
+  CHECK(gg.to_vector<double>()[1] == Approx(std::exp(-1.0)));
+  // sqrt saves y too: d2/dx2 sqrt(x) = -x^(-3/2) / 4
+  Tensor z = tensor({4.0}, {.dtype = DType::f64}).requires_grad_();
+  Tensor gz = autograd::grad({sqrt(z).sum()}, {z}, {}, {.create_graph = true})[0];
+  CHECK(autograd::grad({gz.sum()}, {z})[0].item<double>() == Approx(-1.0 / 32));
+  // an ordinary backward afterwards still works and leaves the saved tensor unlinked
+  Tensor y = exp(x).sum();
+  y.backward();
+  CHECK(x.grad().to_vector<double>()[1] == Approx(std::exp(-1.0)));
+}
+
 TEST_CASE("no-grad and detach stop recording", "[autograd]") {
   Tensor x = ones({2}).requires_grad_();
   {

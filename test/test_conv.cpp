@@ -161,6 +161,31 @@ TEST_CASE("conv2d gradients match finite differences", "[conv][grad]") {
                   input({2, 2, 2, 2}).detach(), input({2}));  // no weight gradient: the bias alone
 }
 
+TEST_CASE("conv2d is twice differentiable (create_graph)", "[conv][grad][grad2]") {
+  // 1x1 conv with one weight w: L = sum (w x)^2 / 2; dL/dw = w sum x^2, dL/dx = w^2 x
+  Tensor x = tensor({1, 2, 3}, {.dtype = DType::f64}).reshape({1, 1, 1, 3}).detach().requires_grad_();
+  Tensor w = full({1, 1, 1, 1}, 0.5, {.dtype = DType::f64}).requires_grad_();
+  auto g = autograd::grad({(square(conv2d(x, w)) * 0.5).sum()}, {x, w}, {}, {.create_graph = true});
+  CHECK(g[1].item<double>() == Approx(0.5 * 14));
+  auto gg = autograd::grad({g[1].sum()}, {x, w}, {}, {.retain_graph = true});  // d/dx = 2 w x, d/dw = sum x^2
+  CHECK(gg[0].to_vector<double>() == std::vector<double>{1, 2, 3});
+  CHECK(gg[1].item<double>() == Approx(14));
+  auto gx = autograd::grad({g[0].sum()}, {x, w});  // d/dx sum(w^2 x) = w^2, d/dw = 2 w sum x
+  CHECK(gx[0].to_vector<double>() == std::vector<double>{0.25, 0.25, 0.25});
+  CHECK(gx[1].item<double>() == Approx(6));
+
+  auto conv = [](Conv2dOptions o) { return [o](const V& v) { return square(conv2d(v[0], v[1], v[2], o)); }; };
+  CHECK_SECOND_GRADIENTS(conv({}), input({2, 2, 3, 4}), input({3, 2, 2, 3}), input({3}));
+  CHECK_SECOND_GRADIENTS(conv({.stride = {2, 1}, .padding = {1, 2}}), input({1, 2, 5, 4}), input({2, 2, 3, 3}),
+                         input({2}));
+  CHECK_SECOND_GRADIENTS(conv({.stride = {2, 2}, .padding = {1, 0}, .dilation = {2, 1}, .groups = 2}),
+                         input({1, 4, 6, 5}), input({2, 2, 2, 2}), input({2}));
+  CHECK_SECOND_GRADIENTS(conv({}), input({2, 3, 2, 2}), input({2, 3, 1, 1}), input({2}));  // pointwise
+  CHECK_SECOND_GRADIENTS(conv({}), input({2, 2, 3, 3}), input({2, 2, 3, 3}), input({2}));  // whole input
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(conv2d_relu(v[0], v[1], v[2], {.padding = {1, 1}})); },
+                         input({1, 2, 3, 3}), input({2, 2, 2, 2}), input({2}));
+}
+
 TEST_CASE("conv2d errors name the op and the shapes", "[conv][errors]") {
   auto message = [](auto f) {
     try {

@@ -75,6 +75,23 @@ TEST_CASE("elementwise gradients through non-contiguous views", "[elementwise][g
   CHECK_GRADIENTS([](const V& v) { return v[0].expand({2, 3, 4}) * v[1]; }, input({3, 1}), input({2, 3, 4}));
 }
 
+TEST_CASE("activations with kernel backward rules are twice differentiable", "[elementwise][grad][grad2]") {
+  using V = std::vector<Tensor>;
+  // relu'' = 0, but d relu / dx = g (x > 0) still depends on g
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(relu(v[0])); }, input({3, 4}, 0.1, 1));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(relu(v[0])); }, input({2, 3}, -1, -0.1));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return sigmoid(v[0]); }, input({3, 4}, -3, 3));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(tanh(v[0])); }, input({3, 4}, -2, 2));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return gelu(v[0]); }, input({3, 4}, -3, 3));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(linear_relu(v[0], v[1], v[2])); }, input({3, 4}),
+                         input({2, 4}), input({2}));
+  // sigmoid'' = s (1 - s) (1 - 2 s)
+  Tensor x = tensor({0.7}, {.dtype = DType::f64}).requires_grad_();
+  Tensor g = autograd::grad({sigmoid(x).sum()}, {x}, {}, {.create_graph = true})[0];
+  double s = 1 / (1 + std::exp(-0.7));
+  CHECK(autograd::grad({g.sum()}, {x})[0].item<double>() == Approx(s * (1 - s) * (1 - 2 * s)));
+}
+
 TEST_CASE("elementwise errors name the op and the shapes", "[elementwise][errors]") {
   Tensor a = zeros({2, 3}), b = zeros({4});
   REQUIRE_THROWS_AS(a + b, Error);

@@ -106,6 +106,36 @@ TEST_CASE("normalisation gradients match finite differences", "[norm][grad]") {
                   input({2, 3}));
 }
 
+TEST_CASE("normalisation is twice differentiable (create_graph)", "[norm][grad][grad2]") {
+  // evaluation with mean 0 and invstd 1 is y = w x + b; L = sum(y^2) / 2 gives
+  // dL/dw = sum x (w x + b) and d/dx_j of it = 2 w x_j + b
+  Tensor x = tensor({1.0, 2.0}, {.dtype = DType::f64}).reshape({2, 1}).detach().requires_grad_();
+  Tensor w = full({1}, 2.0, {.dtype = DType::f64}).requires_grad_(), b = full({1}, 1.0, {.dtype = DType::f64});
+  Tensor rm = zeros({1}, {.dtype = DType::f64}), rv = full({1}, 1 - 1e-5, {.dtype = DType::f64});
+  Tensor y = batch_norm(x, w, b, rm, rv, false);
+  Tensor gw = autograd::grad({(square(y) * 0.5).sum()}, {w}, {}, {.create_graph = true})[0];
+  CHECK(gw.item<double>() == Approx(13));
+  std::vector<double> gg = autograd::grad({gw.sum()}, {x})[0].to_vector<double>();
+  CHECK(gg[0] == Approx(5));
+  CHECK(gg[1] == Approx(9));
+
+  CHECK_SECOND_GRADIENTS([](const V& v) { return batch_norm(v[0], v[1], v[2], {}, {}, true); }, input({4, 3}),
+                         input({3}), input({3}));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return batch_norm(v[0], {}, {}, {}, {}, true); }, input({3, 2, 2}));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(batch_norm(v[0], v[1], v[2], {}, {}, true)); },
+                         input({2, 2, 2, 3}), input({2}), input({2}));
+  auto eval = [](const V& v) {
+    Tensor rm = tensor({0.5, -0.5}, {.dtype = DType::f64}), rv = tensor({2, 0.5}, {.dtype = DType::f64});
+    return square(batch_norm(v[0], v[1], v[2], rm, rv, false));
+  };
+  CHECK_SECOND_GRADIENTS(eval, input({3, 2, 2}), input({2}), input({2}));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return layer_norm(v[0], {4}, v[1], v[2]); }, input({3, 4}), input({4}),
+                         input({4}));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(layer_norm(v[0], {3, 2})); }, input({2, 3, 2}));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(layer_norm(v[0], {2, 3}, v[1], {})); }, input({2, 3}),
+                         input({2, 3}));
+}
+
 TEST_CASE("normalisation errors name the op and the shapes", "[norm][errors]") {
   auto message = [](auto f) {
     try {

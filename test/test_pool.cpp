@@ -97,6 +97,28 @@ TEST_CASE("pooling gradients match finite differences", "[pool][grad]") {
   CHECK_GRADIENTS([](const V& v) { return adaptive_avg_pool2d(v[0].transpose(2, 3), 2, 2); }, input({1, 2, 5, 3}));
 }
 
+TEST_CASE("pooling is twice differentiable (create_graph)", "[pool][grad][grad2]") {
+  // L = max^2: dL/dx = 2 max at the argmax, so d/dx sum(dL/dx) = 2 there and 0 elsewhere
+  Tensor x = tensor({1, 5, 3, 2}, {.dtype = DType::f64}).reshape({1, 1, 2, 2}).detach().requires_grad_();
+  Tensor g = autograd::grad({square(max_pool2d(x)).sum()}, {x}, {}, {.create_graph = true})[0];
+  CHECK(g.to_vector<double>() == std::vector<double>{0, 10, 0, 0});
+  CHECK(autograd::grad({g.sum()}, {x})[0].to_vector<double>() == std::vector<double>{0, 2, 0, 0});
+  // L = mean^2 over 4 values: dL/dx_i = m / 2, d/dx_j sum_i dL/dx_i = 4 / 8
+  Tensor ga = autograd::grad({square(avg_pool2d(x)).sum()}, {x}, {}, {.create_graph = true})[0];
+  CHECK(ga.to_vector<double>()[0] == Approx(11.0 / 8));
+  for (double v : autograd::grad({ga.sum()}, {x})[0].to_vector<double>()) CHECK(v == Approx(0.5));
+
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(max_pool2d(v[0])); }, input({2, 2, 4, 4}));
+  CHECK_SECOND_GRADIENTS([](const V& v) {
+    return square(max_pool2d(v[0], {.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}}));
+  }, input({1, 2, 5, 5}));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(avg_pool2d(v[0])); }, input({1, 2, 4, 4}));
+  CHECK_SECOND_GRADIENTS([](const V& v) {
+    return square(avg_pool2d(v[0], {.kernel = {3, 3}, .stride = {2, 1}, .padding = {1, 1}, .count_include_pad = false}));
+  }, input({1, 2, 5, 4}));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(adaptive_avg_pool2d(v[0], 3, 2)); }, input({1, 2, 5, 3}));
+}
+
 TEST_CASE("pooling errors name the op and the shapes", "[pool][errors]") {
   auto message = [](auto f) {
     try {

@@ -89,6 +89,33 @@ TEST_CASE("softmax gradients match finite differences", "[softmax][grad]") {
   CHECK_GRADIENTS([](const V& v) { return log_softmax(v[0].slice(1, 0, 6, 2), 0); }, input({3, 6}, -3, 3));
 }
 
+TEST_CASE("softmax and log_softmax are twice differentiable (create_graph)", "[softmax][grad][grad2]") {
+  // y0 = softmax([a, b])[0] = sigmoid(a - b) = s: d2 y0 / da2 = s (1 - s) (1 - 2 s) = -d2 y0 / da db
+  Tensor x = tensor({0.5, -0.5}, {.dtype = DType::f64}).requires_grad_();
+  Tensor y0 = softmax(x, 0).slice(0, 0, 1).sum();
+  Tensor g = autograd::grad({y0}, {x}, {}, {.create_graph = true})[0];
+  Tensor gg = autograd::grad({g.slice(0, 0, 1).sum()}, {x})[0];
+  double s = 1 / (1 + std::exp(-1.0)), want = s * (1 - s) * (1 - 2 * s);
+  CHECK(g.to_vector<double>()[0] == Approx(s * (1 - s)));
+  CHECK(gg.to_vector<double>()[0] == Approx(want));
+  CHECK(gg.to_vector<double>()[1] == Approx(-want));
+  // log_softmax: d/dx sum(log_softmax(x)) = 1 - n softmax(x), so the second derivative is -n d softmax
+  Tensor z = tensor({0.3, -1.2, 2.0}, {.dtype = DType::f64}).requires_grad_();
+  Tensor gl = autograd::grad({log_softmax(z, 0).sum()}, {z}, {}, {.create_graph = true})[0];
+  Tensor ggl = autograd::grad({gl.slice(0, 0, 1).sum()}, {z})[0];
+  std::vector<double> p = softmax(z.detach(), 0).to_vector<double>();
+  CHECK(ggl.to_vector<double>()[0] == Approx(-3 * p[0] * (1 - p[0])));
+  CHECK(ggl.to_vector<double>()[1] == Approx(3 * p[0] * p[1]));
+
+  CHECK_SECOND_GRADIENTS([](const V& v) { return softmax(v[0], -1); }, input({3, 5}, -3, 3));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return softmax(v[0], 0); }, input({2, 3, 4}, -3, 3));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return log_softmax(v[0], -1); }, input({3, 5}, -3, 3));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return log_softmax(v[0].t(), 1); }, input({4, 3}, -3, 3));
+  // a nonlinear consumer makes the incoming gradient depend on x as well
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(softmax(v[0], 1)); }, input({2, 4}, -3, 3));
+  CHECK_SECOND_GRADIENTS([](const V& v) { return square(log_softmax(v[0], 0)); }, input({3, 2}, -3, 3));
+}
+
 TEST_CASE("softmax errors name the op and what came", "[softmax][errors]") {
   auto message = [](auto f) {
     try {
