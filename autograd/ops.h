@@ -132,7 +132,11 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 Tensor dropout(const Tensor& x, double p, bool training = true, Site site = {});
 
 // ---- indexing
-Tensor embedding(const Tensor& weight, const Tensor& indices, Site site = {});  // weight [V, D]
+struct EmbeddingOptions {
+  // the row whose lookups give no gradient (PyTorch's padding_idx); negative counts from the end
+  std::optional<int64_t> padding_idx;
+};
+Tensor embedding(const Tensor& weight, const Tensor& indices, EmbeddingOptions opt = {}, Site site = {});  // weight [V, D]
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Site site = {});
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, Site site = {});
 Tensor one_hot(const Tensor& labels, int64_t num_classes, Site site = {});  // i64 [N] -> f32 [N, C]

@@ -30,10 +30,34 @@ void check_range(const OpScope& op, const Tensor& index, int64_t size, const std
 // The index as a contiguous 1-D tensor of its values
 Tensor flat_index(const Tensor& index) { return index.reshape({-1}).contiguous(); }
 
+// dW = index_add of g's rows at idx, the padding row (pad >= 0) left at zero. A
+// recorded op for a create_graph backward; its rule, the adjoint, gathers gg's rows.
+Tensor embedding_weight_grad(const Tensor& g, const Tensor& idx, const Dims& w_shape, int64_t pad) {
+  OpScope op("embedding_backward", {});
+  Tensor gw = zeros(w_shape, {.dtype = g.dtype(), .device = g.device()});
+  const int64_t D = w_shape[1];
+  if (idx.numel() && gw.numel()) backend_of(gw).index_add(gw, 0, idx, g.reshape({idx.numel(), D}));
+  if (pad >= 0 && gw.numel()) backend_of(gw).fill(make_view(gw, {D}, {1}, pad * D), 0);
+  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        Tensor rows = gg[0];
+        if (int64_t pad = n.ints[0]; pad >= 0) {
+          Tensor keep = ones({rows.size(0), 1}, {.dtype = rows.dtype(), .device = rows.device()});
+          backend_of(keep).fill(make_view(keep, {1}, {1}, pad), 0);
+          rows = mul(rows, keep);
+        }
+        gi[0] = index_select(rows, 0, n.saved_tensor(0)).reshape(n.input_shape(0));
+      }, {&g}, {&gw})) {
+    n->save(idx);
+    n->ints[0] = pad;
+  }
+  return gw;
+}
+
 }  // namespace
 
-// y[..., :] = W[idx[...], :] for W [V, D]; dW = index_add of g's rows at idx
-Tensor embedding(const Tensor& weight, const Tensor& indices, Site site) {
+// y[..., :] = W[idx[...], :] for W [V, D]; dW = index_add of g's rows at idx, except
+// at padding_idx, whose row gets no gradient
+Tensor embedding(const Tensor& weight, const Tensor& indices, EmbeddingOptions opt, Site site) {
   OpScope op("embedding", site);
   check_defined(op, weight, "the weight");
   if (weight.dim() != 2)
@@ -43,6 +67,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, Site site) {
     fail(op.op, fmt::format("indices {} leave no room for the embedding dim (at most {} dims)",
                             indices.shape().str(), kMaxDims), op.site);
   const int64_t V = weight.shape()[0], D = weight.shape()[1];
+  int64_t pad = -1;
+  if (opt.padding_idx) {
+    pad = *opt.padding_idx < 0 ? *opt.padding_idx + V : *opt.padding_idx;
+    if (pad < 0 || pad >= V)
+      fail(op.op, fmt::format("padding_idx {} is out of range for the weight {}: expected {} to {}", *opt.padding_idx,
+                              weight.shape().str(), -V, V - 1), op.site);
+  }
   check_range(op, indices, V, fmt::format("the rows of the weight {}", weight.shape().str()));
   Tensor idx = flat_index(indices);
   Dims shape = indices.shape();
@@ -51,13 +82,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, Site site) {
   Dims rows{idx.numel(), D};
   if (y.numel()) backend_of(weight).index_select(make_view(y, rows, contiguous_strides(rows), 0), weight, 0, idx);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor idx = n.saved_tensor(0);
-        Tensor gw = zeros(n.inputs[0].shape, {.dtype = g[0].dtype(), .device = g[0].device()});
-        if (idx.numel() && gw.numel())
-          backend_of(gw).index_add(gw, 0, idx, g[0].reshape({idx.numel(), n.inputs[0].shape[1]}));
-        gi[0] = gw;
-      }, {&weight}, {&y}))
+        gi[0] = embedding_weight_grad(g[0], n.saved_tensor(0), n.input_shape(0), n.ints[0]);
+      }, {&weight}, {&y})) {
     n->save(idx);
+    n->ints[0] = pad;
+  }
   return y;
 }
 

@@ -278,20 +278,35 @@ Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim);
 std::string Flatten::extra_repr() const { return fmt::format("start_dim={}, end_dim={}", start_dim, end_dim); }
 
 // ---- Embedding
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, EmbeddingOptions opt)
     : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
   check_positive("Embedding", "num_embeddings", num_embeddings);
   check_positive("Embedding", "embedding_dim", embedding_dim);
+  if (opt.padding_idx) {
+    int64_t p = *opt.padding_idx;
+    if (p < -num_embeddings || p >= num_embeddings)
+      throw Error(fmt::format("Embedding: padding_idx {} is out of range for {} embeddings: expected {} to {}", p,
+                              num_embeddings, -num_embeddings, num_embeddings - 1));
+    padding_idx = p < 0 ? p + num_embeddings : p;
+  }
   weight = empty({num_embeddings, embedding_dim});
-  init::normal_(weight);
+  reset_parameters();
   register_parameter("weight", weight);
+}
+void Embedding::reset_parameters() {
+  NoGradGuard guard;
+  init::normal_(weight);
+  if (padding_idx) weight.select(0, *padding_idx).fill_(0.0);
 }
 Tensor Embedding::forward(const Tensor& indices) {
   if (indices.dtype() != DType::i64)
     fail("Embedding", fmt::format("expected i64 indices, got {}", dtype_name(indices.dtype())), kNoSite);
-  return embedding(weight, indices);
+  return embedding(weight, indices, {.padding_idx = padding_idx});
 }
-std::string Embedding::extra_repr() const { return fmt::format("{}, {}", num_embeddings, embedding_dim); }
+std::string Embedding::extra_repr() const {
+  return fmt::format("{}, {}{}", num_embeddings, embedding_dim,
+                     padding_idx ? fmt::format(", padding_idx={}", *padding_idx) : "");
+}
 
 // ---- Sequential
 void Sequential::append(std::unique_ptr<Module> module) {

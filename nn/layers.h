@@ -206,15 +206,22 @@ class Flatten : public Module {
 };
 
 // A lookup table: indices (i64, any shape S) -> [S..., embedding_dim]. weight
-// [num_embeddings, embedding_dim] ~ N(0, 1).
+// [num_embeddings, embedding_dim] ~ N(0, 1), except the padding_idx row: zeros, and
+// it gets no gradient (a negative padding_idx counts from the end, as in PyTorch).
+//   nn::Embedding words(10000, 64, {.padding_idx = 0});
+struct EmbeddingOptions {
+  std::optional<int64_t> padding_idx;
+};
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, EmbeddingOptions opt = {});
   Tensor forward(const Tensor& indices) override;
   std::string type_name() const override { return "Embedding"; }
   std::string extra_repr() const override;
+  void reset_parameters();  // N(0, 1), the padding row zeroed
   Tensor weight;
   int64_t num_embeddings, embedding_dim;
+  std::optional<int64_t> padding_idx;  // wrapped to [0, num_embeddings)
 };
 
 // Runs its modules in order, each on the previous one's output. Owns them; they are

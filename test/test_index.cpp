@@ -49,6 +49,34 @@ TEST_CASE("embedding gradient accumulates repeated indices", "[index][grad]") {
   for (size_t r = 0; r < 7; ++r) CHECK(g[r * 64 + 63] == float(counts[r]));
 }
 
+TEST_CASE("embedding padding_idx: its row gets no gradient", "[index][grad]") {
+  Tensor w = arange(0.0, 8.0).reshape({4, 2}).detach().requires_grad_();
+  Tensor y = embedding(w, idx({1, 2, 1, 0}), {.padding_idx = 1});
+  CHECK(y.to_vector<float>() == std::vector<float>{2, 3, 4, 5, 2, 3, 0, 1});  // the lookup itself is unchanged
+  (y * 2.0).sum().backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{2, 2, 0, 0, 2, 2, 0, 0});
+  // negative: from the end (-1 is row 3)
+  Tensor w2 = zeros({4, 2}).requires_grad_();
+  embedding(w2, idx({3, 0, 3}), {.padding_idx = -1}).sum().backward();
+  CHECK(w2.grad().to_vector<float>() == std::vector<float>{1, 1, 0, 0, 0, 0, 0, 0});
+  // f64 against the unpadded gradient with the padding row zeroed
+  Tensor rep = idx({2, 0, 2, 4, 1, 0}, {2, 3});
+  Tensor wd = input({5, 3}), r = randn({2, 3, 3}, {.dtype = DType::f64});
+  Tensor with = autograd::grad({(embedding(wd, rep, {.padding_idx = 2}) * r).sum()}, {wd})[0];
+  Tensor without = autograd::grad({(embedding(wd, rep) * r).sum()}, {wd})[0];
+  without.select(0, 2).fill_(0.0);
+  CHECK(allclose(with, without, 0, 1e-15));
+  // twice differentiable, padding or not
+  CHECK_SECOND_GRADIENTS([rep](const V& v) { return square(embedding(v[0], rep)); }, input({5, 3}));
+  CHECK_SECOND_GRADIENTS([rep](const V& v) { return square(embedding(v[0], rep, {.padding_idx = -3})); }, input({5, 3}));
+  // out of range
+  std::string m = message_of([&] { embedding(w, idx({0}), {.padding_idx = 4}); });
+  CHECK(has(m, "embedding"));
+  CHECK(has(m, "padding_idx 4"));
+  CHECK(has(m, "-4 to 3"));
+  CHECK(has(message_of([&] { embedding(w, idx({0}), {.padding_idx = -5}); }), "padding_idx -5"));
+}
+
 TEST_CASE("index_select picks along any dim, for floats and integers", "[index]") {
   Tensor x = arange(0.0, 24.0).reshape({2, 3, 4});
   CHECK(index_select(x, 0, idx({1})).to_vector<float>() ==

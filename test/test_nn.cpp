@@ -232,6 +232,20 @@ TEST_CASE("layers have PyTorch's shapes and default initialisation", "[nn]") {
   CHECK(mean(emb.weight).item<double>() == Approx(0).margin(0.01));
   CHECK(var(emb.weight).item<double>() == Approx(1).epsilon(0.02));
   CHECK(emb(tensor({3, 7}, {.dtype = DType::i64})).shape() == Dims{2, 64});
+  nn::Embedding padded(5, 3, {.padding_idx = -2});  // row 3: zeros, and no gradient
+  CHECK(padded.padding_idx == 3);
+  CHECK(padded.weight.select(0, 3).to_vector<float>() == std::vector<float>(3, 0.0f));
+  CHECK(padded.weight.select(0, 2).abs().sum().item<float>() > 0);
+  CHECK(padded.extra_repr() == "5, 3, padding_idx=3");
+  Tensor looked = padded(tensor({3, 1, 3}, {.dtype = DType::i64}));
+  CHECK(looked.select(0, 0).to_vector<float>() == std::vector<float>(3, 0.0f));
+  looked.sum().backward();
+  CHECK(padded.weight.grad().to_vector<float>() ==
+        std::vector<float>{0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  padded.reset_parameters();
+  CHECK(padded.weight.select(0, 3).to_vector<float>() == std::vector<float>(3, 0.0f));
+  REQUIRE_THROWS_WITH(nn::Embedding(5, 3, {.padding_idx = 5}),
+                      Catch::Contains("Embedding: padding_idx 5 is out of range for 5 embeddings: expected -5 to 4"));
 
   nn::LayerNorm ln({4, 5});
   CHECK(ln.weight.shape() == Dims{4, 5});
