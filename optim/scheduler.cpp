@@ -5,7 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <numbers>
+#include <set>
+
+#include "../tensor/safetensors.h"
 
 namespace reel::optim {
 
@@ -32,33 +36,135 @@ std::vector<double> LRScheduler::get_last_lr() const {
   return out;
 }
 
-// ---- StepLR, MultiStepLR, CosineAnnealingLR
-StepLR::StepLR(Optimizer& opt, StepLROptions o) : LRScheduler(opt), options(o) {
+// ---- state
+NamedTensors LRScheduler::state_dict() const {
+  auto scalar = [](double v) { return scalar_tensor(v, {.dtype = DType::f64}); };
+  NamedTensors out;
+  out.emplace_back("last_epoch", scalar_tensor(double(last_epoch_), {.dtype = DType::i64}));
+  std::vector<double> lrs = get_last_lr();
+  for (size_t i = 0; i < base_lrs_.size(); ++i) {
+    out.emplace_back(fmt::format("{}.base_lr", i), scalar(base_lrs_[i]));
+    out.emplace_back(fmt::format("{}.last_lr", i), scalar(lrs[i]));
+  }
+  for (const auto& [n, v] : settings()) out.emplace_back("options." + n, scalar(v));
+  return out;
+}
+
+void LRScheduler::load_state_dict(const NamedTensors& state, const std::string& source) {
+  auto bad = [&](const std::string& what) {
+    throw Error(fmt::format("{}: load from {}: {}; nothing was loaded", name(), source, what));
+  };
+  std::map<std::string, double> given;
+  for (const auto& [n, t] : state) {
+    if (!t.defined() || t.numel() != 1)
+      bad(fmt::format("\"{}\" is {}, expected a [] tensor", n, t.defined() ? t.shape().str() : "undefined"));
+    if (!given.emplace(n, t.item<double>()).second) bad(fmt::format("\"{}\" appears twice", n));
+  }
+  std::set<std::string> used;
+  auto take = [&](const std::string& n) {
+    auto it = given.find(n);
+    if (it == given.end()) bad(fmt::format("\"{}\" is missing", n));
+    used.insert(n);
+    return it->second;
+  };
+  for (const auto& [n, v] : settings())
+    if (double saved = take("options." + n); saved != v)
+      bad(fmt::format("option {} is {} in it but {} here (a scheduler made with other options)", n, saved, v));
+  int64_t epoch = int64_t(take("last_epoch"));
+  if (epoch < 0) bad(fmt::format("last_epoch is {}, expected >= 0", epoch));
+  std::vector<double> base(base_lrs_.size()), last(base_lrs_.size());
+  for (size_t i = 0; i < base.size(); ++i) {
+    base[i] = take(fmt::format("{}.base_lr", i));
+    last[i] = take(fmt::format("{}.last_lr", i));
+  }
+  for (const auto& [n, v] : given)
+    if (!used.count(n)) bad(fmt::format("unexpected \"{}\" (other options, or more than the optimizer's {} groups)", n,
+                                        base_lrs_.size()));
+  last_epoch_ = epoch;
+  base_lrs_ = base;
+  apply(epoch);  // what else the step sets (OneCycleLR's momentum)
+  auto& groups = opt_->param_groups();
+  for (size_t i = 0; i < groups.size() && i < last.size(); ++i) {
+    groups[i].hyper.lr = last[i];  // as saved, even if set by hand after the last step
+    groups[i].initial_lr = base[i];
+  }
+}
+
+void LRScheduler::save(const std::string& path) const {
+  safetensors::save(path, state_dict(), {{"scheduler", name()}});
+}
+
+void LRScheduler::load(const std::string& path) {
+  safetensors::File f = safetensors::load(path);
+  auto it = f.metadata.find("scheduler");
+  if (it != f.metadata.end() && it->second != name())
+    throw Error(fmt::format("{}: load from {}: the file holds the state of a {} scheduler; nothing was loaded", name(),
+                            path, it->second));
+  load_state_dict(f.tensors, path);
+}
+
+// ---- StepLR, MultiStepLR, CosineAnnealingLR: per options type, its name, checks,
+// formula and settings
+namespace {
+const char* name_of(const StepLROptions&) { return "StepLR"; }
+void check(const StepLROptions& o) {
   if (o.step_size <= 0) throw Error(fmt::format("StepLR: step_size must be positive, got {}", o.step_size));
-  start();
 }
-double StepLR::lr_at(int64_t epoch, double base_lr, size_t) const {
-  return base_lr * std::pow(options.gamma, double(epoch / options.step_size));
+double lr_of(const StepLROptions& o, int64_t epoch, double base_lr) {
+  return base_lr * std::pow(o.gamma, double(epoch / o.step_size));
+}
+std::vector<std::pair<std::string, double>> settings_of(const StepLROptions& o) {
+  return {{"step_size", double(o.step_size)}, {"gamma", o.gamma}};
 }
 
-MultiStepLR::MultiStepLR(Optimizer& opt, MultiStepLROptions o) : LRScheduler(opt), options(std::move(o)) {
-  if (!std::is_sorted(options.milestones.begin(), options.milestones.end()))
+const char* name_of(const MultiStepLROptions&) { return "MultiStepLR"; }
+void check(const MultiStepLROptions& o) {
+  if (!std::is_sorted(o.milestones.begin(), o.milestones.end()))
     throw Error("MultiStepLR: milestones must be increasing");
-  start();
 }
-double MultiStepLR::lr_at(int64_t epoch, double base_lr, size_t) const {
-  auto passed = std::upper_bound(options.milestones.begin(), options.milestones.end(), epoch) - options.milestones.begin();
-  return base_lr * std::pow(options.gamma, double(passed));
+double lr_of(const MultiStepLROptions& o, int64_t epoch, double base_lr) {
+  auto passed = std::upper_bound(o.milestones.begin(), o.milestones.end(), epoch) - o.milestones.begin();
+  return base_lr * std::pow(o.gamma, double(passed));
+}
+std::vector<std::pair<std::string, double>> settings_of(const MultiStepLROptions& o) {
+  std::vector<std::pair<std::string, double>> out = {{"gamma", o.gamma}, {"milestones", double(o.milestones.size())}};
+  for (size_t i = 0; i < o.milestones.size(); ++i) out.emplace_back(fmt::format("milestones.{}", i), double(o.milestones[i]));
+  return out;
 }
 
-CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, CosineAnnealingLROptions o) : LRScheduler(opt), options(o) {
+const char* name_of(const CosineAnnealingLROptions&) { return "CosineAnnealingLR"; }
+void check(const CosineAnnealingLROptions& o) {
   if (o.T_max <= 0) throw Error(fmt::format("CosineAnnealingLR: T_max must be positive, got {}", o.T_max));
+}
+double lr_of(const CosineAnnealingLROptions& o, int64_t epoch, double base_lr) {
+  double c = std::cos(std::numbers::pi * double(epoch) / double(o.T_max));
+  return o.eta_min + (base_lr - o.eta_min) * (1 + c) / 2;
+}
+std::vector<std::pair<std::string, double>> settings_of(const CosineAnnealingLROptions& o) {
+  return {{"T_max", double(o.T_max)}, {"eta_min", o.eta_min}};
+}
+}  // namespace
+
+template <typename Options>
+ClosedFormLR<Options>::ClosedFormLR(Optimizer& opt, Options o) : LRScheduler(opt), options(std::move(o)) {
+  check(options);
   start();
 }
-double CosineAnnealingLR::lr_at(int64_t epoch, double base_lr, size_t) const {
-  double c = std::cos(std::numbers::pi * double(epoch) / double(options.T_max));
-  return options.eta_min + (base_lr - options.eta_min) * (1 + c) / 2;
+template <typename Options>
+double ClosedFormLR<Options>::lr_at(int64_t epoch, double base_lr, size_t) const {
+  return lr_of(options, epoch, base_lr);
 }
+template <typename Options>
+std::string ClosedFormLR<Options>::name() const {
+  return name_of(options);
+}
+template <typename Options>
+LRScheduler::Settings ClosedFormLR<Options>::settings() const {
+  return settings_of(options);
+}
+template class ClosedFormLR<StepLROptions>;
+template class ClosedFormLR<MultiStepLROptions>;
+template class ClosedFormLR<CosineAnnealingLROptions>;
 
 // ---- OneCycleLR
 OneCycleLR::OneCycleLR(Optimizer& opt, OneCycleLROptions o) : LRScheduler(opt), options(o) {
@@ -96,6 +202,13 @@ double OneCycleLR::interpolate(int64_t epoch, bool momentum) const {
 }
 
 double OneCycleLR::lr_at(int64_t epoch, double, size_t) const { return options.max_lr * interpolate(epoch, false); }
+LRScheduler::Settings OneCycleLR::settings() const {
+  const OneCycleLROptions& o = options;
+  return {{"max_lr", o.max_lr}, {"total_steps", double(o.total_steps)}, {"pct_start", o.pct_start},
+          {"anneal_strategy", double(o.anneal_strategy)}, {"cycle_momentum", double(o.cycle_momentum)},
+          {"base_momentum", o.base_momentum}, {"max_momentum", o.max_momentum}, {"div_factor", o.div_factor},
+          {"final_div_factor", o.final_div_factor}, {"three_phase", double(o.three_phase)}};
+}
 double OneCycleLR::momentum_at(int64_t epoch) const { return interpolate(epoch, true); }
 
 void OneCycleLR::apply(int64_t epoch) {
@@ -128,7 +241,17 @@ double LinearWarmup::lr_at(int64_t epoch, double base_lr, size_t group) const {
   return base_lr * f;
 }
 
+LRScheduler::Settings LinearWarmup::settings() const {
+  Settings out = {{"warmup_steps", double(options.warmup_steps)}, {"start_factor", options.start_factor}};
+  if (then_) {
+    out.emplace_back("then." + then_->name(), 1.0);  // which scheduler follows
+    for (const auto& [n, v] : then_->settings()) out.emplace_back("then." + n, v);
+  }
+  return out;
+}
+
 void LinearWarmup::apply(int64_t epoch) {
+  if (then_) then_->base_lrs_ = base_lrs_;  // a loaded state may have changed them
   if (then_ && epoch >= options.warmup_steps) then_->apply(epoch - options.warmup_steps);
   else LRScheduler::apply(epoch);
 }

@@ -7,11 +7,16 @@
 //   optim::LinearWarmup sched(opt, {.warmup_steps = 500},
 //                             optim::CosineAnnealingLR(opt, {.T_max = 10000}));
 //   for (...) { ...; opt.step(); sched.step(); }
+//
+// A checkpoint keeps the schedule with the optimizer: sched.save(path) next to
+// opt.save(...); to resume, make both as before, opt.load(...), sched.load(path).
 #pragma once
 #include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "optimizer.h"
@@ -26,9 +31,23 @@ class LRScheduler {
   std::vector<double> get_last_lr() const;  // each group's lr now
   // The lr of group `group` at step `epoch` (with its base lr `base_lr`).
   virtual double lr_at(int64_t epoch, double base_lr, size_t group) const = 0;
+  virtual std::string name() const = 0;  // "StepLR", ...
+
+  // ---- state: "last_epoch" (i64 []), "<group>.base_lr" and "<group>.last_lr" (f64 []),
+  // and the options as "options.<name>" (f64 []). Loading checks that the options are
+  // this scheduler's own, then restores the step count, base lrs and each group's lr
+  // (and OneCycleLR's momentum): the next step() continues the saved schedule.
+  NamedTensors state_dict() const;
+  // Validates everything before changing anything; throws Error naming `source`.
+  void load_state_dict(const NamedTensors& state, const std::string& source = "state dict");
+  void save(const std::string& path) const;  // a safetensors file; metadata names the scheduler
+  void load(const std::string& path);
 
  protected:
+  using Settings = std::vector<std::pair<std::string, double>>;
   explicit LRScheduler(Optimizer& opt);
+  // The options that fix the schedule, by name, for state_dict's checks.
+  virtual Settings settings() const = 0;
   LRScheduler(const LRScheduler&) = default;
   LRScheduler(LRScheduler&&) = default;
   // Sets the optimizer's hyper-parameters for step `epoch` (default: each group's lr).
@@ -49,36 +68,37 @@ struct StepLROptions {
   int64_t step_size = 1;
   double gamma = 0.1;
 };
-class StepLR : public LRScheduler {
- public:
-  StepLR(Optimizer& opt, StepLROptions o);
-  double lr_at(int64_t epoch, double base_lr, size_t group) const override;
-  StepLROptions options;
-};
-
 // lr = base gamma^(number of milestones <= t)
 struct MultiStepLROptions {
   std::vector<int64_t> milestones;  // increasing
   double gamma = 0.1;
 };
-class MultiStepLR : public LRScheduler {
- public:
-  MultiStepLR(Optimizer& opt, MultiStepLROptions o);
-  double lr_at(int64_t epoch, double base_lr, size_t group) const override;
-  MultiStepLROptions options;
-};
-
 // lr = eta_min + (base - eta_min) (1 + cos(pi t / T_max)) / 2
 struct CosineAnnealingLROptions {
   int64_t T_max = 1;
   double eta_min = 0;
 };
-class CosineAnnealingLR : public LRScheduler {
+
+// A schedule given in closed form by its options alone: StepLR, MultiStepLR and
+// CosineAnnealingLR are this class with their options (the formulas, checks and
+// names are overloads on the options type, in scheduler.cpp).
+template <typename Options>
+class ClosedFormLR : public LRScheduler {
  public:
-  CosineAnnealingLR(Optimizer& opt, CosineAnnealingLROptions o);
+  ClosedFormLR(Optimizer& opt, Options o);
   double lr_at(int64_t epoch, double base_lr, size_t group) const override;
-  CosineAnnealingLROptions options;
+  std::string name() const override;
+  Options options;
+
+ protected:
+  Settings settings() const override;
 };
+using StepLR = ClosedFormLR<StepLROptions>;
+using MultiStepLR = ClosedFormLR<MultiStepLROptions>;
+using CosineAnnealingLR = ClosedFormLR<CosineAnnealingLROptions>;
+extern template class ClosedFormLR<StepLROptions>;
+extern template class ClosedFormLR<MultiStepLROptions>;
+extern template class ClosedFormLR<CosineAnnealingLROptions>;
 
 // The 1cycle policy (PyTorch's OneCycleLR), stepped once per batch for total_steps
 // steps: lr rises from max_lr / div_factor to max_lr over the first pct_start of the
@@ -102,11 +122,13 @@ class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& opt, OneCycleLROptions o);
   double lr_at(int64_t epoch, double base_lr, size_t group) const override;
+  std::string name() const override { return "OneCycleLR"; }
   double momentum_at(int64_t epoch) const;
   OneCycleLROptions options;
 
  protected:
   void apply(int64_t epoch) override;
+  Settings settings() const override;
 
  private:
   struct Phase {
@@ -132,10 +154,12 @@ class LinearWarmup : public LRScheduler {
       : LinearWarmup(opt, o, std::unique_ptr<LRScheduler>(new S(std::move(then)))) {}
   LinearWarmup(Optimizer& opt, LinearWarmupOptions o, std::unique_ptr<LRScheduler> then);
   double lr_at(int64_t epoch, double base_lr, size_t group) const override;
+  std::string name() const override { return "LinearWarmup"; }
   LinearWarmupOptions options;
 
  protected:
   void apply(int64_t epoch) override;
+  Settings settings() const override;  // the scheduler it wraps: "then.<name>" entries
 
  private:
   std::unique_ptr<LRScheduler> then_;

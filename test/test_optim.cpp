@@ -320,6 +320,85 @@ TEST_CASE("LR schedulers give PyTorch's sequences", "[optim][scheduler]") {
   }
 }
 
+TEST_CASE("scheduler state saves and loads: a resumed schedule continues exactly", "[optim][scheduler][checkpoint]") {
+  // Steps `make`'s scheduler 7 times straight through, and 4 times, saved, loaded into a
+  // fresh optimizer and scheduler, then 3 more: every lr and momentum after the load agrees.
+  auto resume = [](auto make, int before, int after) {
+    Tensor p = zeros({1}).requires_grad_(), q = zeros({1}).requires_grad_();
+    auto groups = [&] { return std::vector<optim::ParamGroup>{{.params = {p}, .lr = 0.1}, {.params = {q}, .lr = 0.02}}; };
+    optim::SGD straight_opt(groups(), {.lr = 0.1, .momentum = 0.9});
+    auto straight = make(straight_opt);
+    std::vector<std::vector<double>> want;
+    for (int i = 0; i < before + after; ++i) {
+      straight.step();
+      if (i >= before) want.push_back({straight_opt.param_groups()[0].hyper.lr, straight_opt.param_groups()[1].hyper.lr,
+                                       straight_opt.param_groups()[0].hyper.momentum});
+    }
+    optim::SGD first_opt(groups(), {.lr = 0.1, .momentum = 0.9});
+    auto first = make(first_opt);
+    for (int i = 0; i < before; ++i) first.step();
+    optim::NamedTensors opt_state = first_opt.state_dict(), state = first.state_dict();
+    optim::SGD opt(groups(), {.lr = 0.5});
+    auto fresh = make(opt);
+    opt.load_state_dict(opt_state);
+    fresh.load_state_dict(state);
+    CHECK(fresh.last_epoch() == before);
+    CHECK(fresh.get_last_lr() == first.get_last_lr());
+    for (int i = 0; i < after; ++i) {
+      fresh.step();
+      INFO(fresh.name() << " step " << before + i + 1);
+      CHECK(opt.param_groups()[0].hyper.lr == want[size_t(i)][0]);
+      CHECK(opt.param_groups()[1].hyper.lr == want[size_t(i)][1]);
+      CHECK(opt.param_groups()[0].hyper.momentum == want[size_t(i)][2]);
+    }
+  };
+  resume([](optim::Optimizer& o) { return optim::StepLR(o, {.step_size = 3, .gamma = 0.5}); }, 4, 3);
+  resume([](optim::Optimizer& o) { return optim::MultiStepLR(o, {.milestones = {2, 5, 6}}); }, 4, 3);
+  resume([](optim::Optimizer& o) { return optim::CosineAnnealingLR(o, {.T_max = 5, .eta_min = 0.01}); }, 4, 3);
+  resume([](optim::Optimizer& o) { return optim::OneCycleLR(o, {.max_lr = 1.0, .total_steps = 10}); }, 4, 3);
+  resume([](optim::Optimizer& o) {
+    return optim::LinearWarmup(o, {.warmup_steps = 3, .start_factor = 0.25}, optim::CosineAnnealingLR(o, {.T_max = 5}));
+  }, 2, 5);
+
+  // the values themselves: StepLR(step 3, gamma 0.5) from 0.1 after 4 steps is 0.05, then 0.05, 0.025
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD a({p}, {.lr = 0.1});
+  optim::StepLR s(a, {.step_size = 3, .gamma = 0.5});
+  for (int i = 0; i < 4; ++i) s.step();
+  std::string path = tmp_path("steplr.safetensors");
+  s.save(path);
+  optim::SGD b({p}, {.lr = 0.1});
+  optim::StepLR t(b, {.step_size = 3, .gamma = 0.5});
+  t.load(path);
+  CHECK(b.lr() == 0.05);
+  t.step();
+  CHECK(b.lr() == 0.05);
+  t.step();
+  CHECK(b.lr() == 0.025);
+
+  SECTION("other options are refused and nothing changes") {
+    optim::SGD c({p}, {.lr = 0.1});
+    optim::StepLR u(c, {.step_size = 3, .gamma = 0.1});
+    REQUIRE_THROWS_WITH(u.load(path), Catch::Contains("StepLR: load from") && Catch::Contains("option gamma is 0.5") &&
+                                          Catch::Contains("nothing was loaded"));
+    CHECK(u.last_epoch() == 0);
+    CHECK(c.lr() == 0.1);
+  }
+  SECTION("another kind of scheduler is refused") {
+    optim::SGD c({p}, {.lr = 0.1});
+    optim::CosineAnnealingLR u(c, {.T_max = 3});
+    REQUIRE_THROWS_WITH(u.load(path), Catch::Contains("holds the state of a StepLR scheduler"));
+    REQUIRE_THROWS_WITH(u.load_state_dict(s.state_dict()), Catch::Contains("\"options.T_max\" is missing"));
+  }
+  SECTION("more groups than the optimizer's are refused") {
+    Tensor q = zeros({1}).requires_grad_();
+    optim::SGD c({{.params = {p}}, {.params = {q}}}, {.lr = 0.1});
+    optim::StepLR two(c, {.step_size = 3, .gamma = 0.5});
+    REQUIRE_THROWS_WITH(s.load_state_dict(two.state_dict()), Catch::Contains("unexpected \"1.base_lr\""));
+  }
+  std::remove(path.c_str());
+}
+
 TEST_CASE("clip_grad_norm scales gradients as PyTorch does and returns the norm", "[optim]") {
   struct Row {
     double norm_type, total;
