@@ -28,4 +28,16 @@ bool allow_tf32() { return g_allow_tf32; }
 Tensor pinned_empty(const Dims& shape, DType dtype) { return empty(shape, {.dtype = dtype}); }
 bool is_pinned(const Tensor&) { return false; }
 
+struct Graph::State {};
+Graph::Graph(int device) : device_(device) {}
+Graph::~Graph() = default;
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+void Graph::capture(const std::function<void()>&) { absent("cuda::Graph::capture", device_); }
+void Graph::replay() { absent("cuda::Graph::replay", device_); }
+void Graph::set_lr(double) { absent("cuda::Graph::set_lr", device_); }
+bool Graph::captured() const { return false; }
+int64_t Graph::replays() const { return 0; }
+void Graph::reset() noexcept {}
+
 }  // namespace reel::cuda

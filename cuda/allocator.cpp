@@ -1,6 +1,7 @@
 // Stream-ordered device memory, pinned host memory with reuse after the copies that
 // read it, and the memory statistics of cuda/cuda.h. See internal/allocator.h for the design.
 #include "internal/allocator.h"
+#include "internal/graph.h"
 
 #include <fmt/format.h>
 
@@ -31,9 +32,12 @@ void* device_alloc(Context& ctx, size_t nbytes) {
   void* p = nullptr;
   cudaError_t e = cudaMallocAsync(&p, nbytes, ctx.stream);
   if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    // Waiting for the stream is impossible inside a graph capture: no second try there.
+    forbid_in_capture(ctx, "allocate", fmt::format("ran out of memory for {} bytes and would wait for the GPU "
+                                                   "to trim the pool", nbytes).c_str());
     // The pool holds freed blocks of other sizes: wait for the stream, hand them back
     // to the driver, and try once more before giving up.
-    (void)cudaGetLastError();
     count_host_sync();
     check(cudaStreamSynchronize(ctx.stream), "allocate", "cudaStreamSynchronize");
     check(cudaMemPoolTrimTo(ctx.pool, 0), "allocate", "cudaMemPoolTrimTo");
@@ -49,12 +53,45 @@ void* device_alloc(Context& ctx, size_t nbytes) {
   }
   check(e, "allocate", "cudaMallocAsync");
   note_alloc(ctx, nbytes);
+  if (CaptureState* cs = active_capture(ctx)) {  // an allocation node: the graph's until freed in it
+    std::lock_guard<std::mutex> lock(ctx.graph_mu);
+    cs->persistent.emplace(p, nbytes);
+    for (CaptureState* g : ctx.graphs)  // an address a dead capture once handed out is this graph's now
+      if (g->dead) g->persistent.erase(p);
+  }
   return p;
 }
 
 void device_free(Context& ctx, void* ptr, size_t nbytes) noexcept {
   if (!ptr) return;
   ctx.allocated.fetch_sub(nbytes, std::memory_order_relaxed);
+  // The rules of internal/graph.h: a live graph's allocation and a block freed during a
+  // capture that did not allocate it stay until the graph that may read them is destroyed.
+  if (ctx.graph_count.load(std::memory_order_acquire) > 0 || active_capture(ctx)) {
+    std::lock_guard<std::mutex> lock(ctx.graph_mu);
+    for (CaptureState* g : ctx.graphs) {
+      auto it = g->persistent.find(ptr);
+      if (it == g->persistent.end()) continue;
+      if (!g->dead) {
+        g->owner_gone.insert(ptr);
+        return;
+      }
+      g->persistent.erase(it);
+      if (g->persistent.empty()) {  // the last tensor of a dead capture: stop looking
+        std::erase(ctx.graphs, g);
+        ctx.graph_count.fetch_sub(1, std::memory_order_acq_rel);
+      }
+      return;
+    }
+    if (CaptureState* cs = ctx.capture.load(std::memory_order_acquire)) {
+      auto it = cs->persistent.find(ptr);
+      if (it == cs->persistent.end()) {
+        cs->deferred.emplace_back(ptr, nbytes);
+        return;
+      }
+      cs->persistent.erase(it);  // freed in the graph: a free node
+    }
+  }
   // After main returns the runtime may already be unloading: the memory goes with the process.
   if (cudaFreeAsync(ptr, ctx.stream) != cudaSuccess) (void)cudaGetLastError();
 }
@@ -183,6 +220,16 @@ void pinned_free(void* ptr, size_t) noexcept {
   std::lock_guard<std::mutex> lock(c.mu);
   PinnedBlock* b = find_block(c, ptr);
   if (!b || !b->in_use) return;
+  // An event recorded on a capturing stream would become part of the graph: release the
+  // block once the capture has ended (Graph::capture calls back).
+  for (Context* ctx : b->users) {
+    if (!active_capture(*ctx)) continue;
+    std::lock_guard<std::mutex> glock(ctx->graph_mu);
+    if (CaptureState* cs = ctx->capture.load(std::memory_order_acquire)) {
+      cs->pinned_deferred.emplace_back(ptr, b->size);
+      return;
+    }
+  }
   try {
     for (Context* ctx : b->users) {
       context(ctx->device);  // events belong to the current device

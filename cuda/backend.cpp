@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "internal/allocator.h"
+#include "internal/graph.h"
 #include "cuda.h"
 
 namespace reel::cuda {
@@ -68,6 +69,10 @@ size_t nbytes_of(const Tensor& t) { return size_t(t.numel()) * t.element_size();
 void copy_from_host(const Tensor& dst, const Tensor& src) {
   CudaBackend& be = backend_of(dst);
   Context& ctx = be.ctx();
+  // A captured copy would read the same (staging) host memory at every replay, not the next batch.
+  forbid_in_capture(ctx, "copy from cpu",
+                    "reads host memory, which a replay would read again as it is then, not your next batch; copy "
+                    "inputs into a device tensor made before the capture (x.copy_(batch)) before each replay()");
   size_t bytes = nbytes_of(src);
   const void* host = src.data_ptr();
   std::optional<PinnedBuffer> stage;
@@ -88,6 +93,7 @@ void copy_from_host(const Tensor& dst, const Tensor& src) {
 void copy_to_host(const Tensor& dst, const Tensor& src) {
   CudaBackend& be = backend_of(src);
   Context& ctx = be.ctx();
+  forbid_in_capture(ctx, "copy to cpu (item(), printing, .cpu())", "waits for the GPU (a host synchronisation)");
   // Convert and pack on the device, where it is cheap.
   Tensor packed = src;
   if (!src.is_contiguous() || src.dtype() != dst.dtype()) {

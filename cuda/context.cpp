@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "internal/context.h"
+#include "internal/graph.h"
 #include "cuda.h"
 
 namespace reel::cuda {
@@ -131,6 +132,8 @@ Context& context(int device) {
 void count_host_sync() { g_host_syncs.fetch_add(1, std::memory_order_relaxed); }
 
 void Context::sync(const char* op) {
+  // Inside a graph capture a wait would fail and invalidate the capture: say which op it was.
+  forbid_in_capture(*this, op, "waits for the GPU (a host synchronisation)");
   count_host_sync();
   check(cudaStreamSynchronize(stream), op, "cudaStreamSynchronize");
   raise_fault(op);

@@ -21,6 +21,7 @@
 
 #include "internal/allocator.h"
 #include "internal/backend.h"
+#include "internal/graph.h"
 #include "cuda.h"
 
 namespace reel::cuda {
@@ -31,6 +32,9 @@ void check_dnn(cudnnStatus_t s, const char* op, const char* what) {
 }
 
 constexpr size_t kSearchWorkspaceCap = size_t(1) << 30;
+constexpr const char* kSearchInCapture =
+    "would run cuDNN's algorithm search for a shape not seen before (it waits for the GPU); run the step once "
+    "before capturing it (the warm-up rule of cuda::Graph)";
 
 using Key = std::array<int64_t, 17>;
 
@@ -78,6 +82,8 @@ cudnnDataType_t dnn_type(DType t) { return t == DType::f64 ? CUDNN_DATA_DOUBLE :
 cudnnHandle_t handle(Context& ctx, ConvCache*& cache) {
   std::lock_guard<std::mutex> lock(ctx.mu);
   if (!ctx.dnn) {
+    forbid_in_capture(ctx, "conv2d", "would create cuDNN's handle (the first convolution on this device); run the "
+                                     "step once before capturing it (the warm-up rule of cuda::Graph)");
     cudnnHandle_t h = nullptr;
     check_dnn(cudnnCreate(&h), "conv2d", "cudnnCreate");
     check_dnn(cudnnSetStream(h, ctx.stream), "conv2d", "cudnnSetStream");
@@ -152,6 +158,7 @@ size_t search_budget(size_t wanted) {
 
 void find_forward(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y,
                   const Shapes& s, const ConvParams& p) {
+  forbid_in_capture(ctx, "conv2d", kSearchInCapture);
   size_t wanted = 0;
   for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
     size_t ws = 0;
@@ -179,6 +186,7 @@ void find_forward(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& x, cons
 
 void find_backward_data(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& gx, const Tensor& gy,
                         const Tensor& w, const Shapes& s, const ConvParams& p) {
+  forbid_in_capture(ctx, "conv2d_backward", kSearchInCapture);
   size_t wanted = 0;
   for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
     size_t ws = 0;
@@ -206,6 +214,7 @@ void find_backward_data(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& g
 
 void find_backward_filter(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& gw, const Tensor& gy,
                           const Tensor& x, const Shapes& s, const ConvParams& p) {
+  forbid_in_capture(ctx, "conv2d_backward", kSearchInCapture);
   size_t wanted = 0;
   for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
     size_t ws = 0;

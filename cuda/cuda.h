@@ -10,6 +10,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "../tensor/tensor.h"
@@ -61,5 +63,67 @@ bool allow_tf32();
 Tensor pinned_empty(const Dims& shape, DType dtype = DType::f32);
 // Whether `t`'s storage is pinned host memory from pinned_empty().
 bool is_pinned(const Tensor& t);
+
+// A training step captured once as a CUDA graph and replayed with one launch, which
+// removes the host's per-op launch and bookkeeping cost (W1-sized models are bound by it).
+//
+//   Tensor x = zeros({128, 784}, {.device = Device::cuda()});       // static inputs, made before
+//   Tensor y = zeros({128}, {.dtype = DType::i64, .device = Device::cuda()});
+//   auto step = [&] { opt.zero_grad(); loss = cross_entropy(net(x), y); loss.backward(); opt.step(); };
+//   step();                                   // warm-up: at least one eager step
+//   cuda::Graph graph;
+//   graph.capture(step);                      // records, runs nothing
+//   for (auto& b : loader) { x.copy_(b.data); y.copy_(b.target); graph.replay(); }
+//   float last = loss.item<float>();          // the last replay's loss
+//
+// The rules (docs/cuda.md, "CUDA graphs"):
+// - Static shapes and addresses: a replay runs the captured kernels on the captured
+//   tensors. Feed data by copying into tensors made before the capture. Tensors made
+//   during the capture (gradients, the loss, outputs) keep their addresses: each replay
+//   rewrites them, and they hold values only after the first replay.
+// - Warm-up: run the step eagerly at least once before capturing, so that cuDNN's
+//   algorithm search, cuBLASLt's and cuDNN's handles and the optimizer's state exist;
+//   doing any of these during the capture throws Error naming the op.
+// - No host synchronisation inside: item(), printing, copies to or from the CPU,
+//   synchronize() and cuDNN's algorithm search throw Error naming the op, and the capture
+//   is abandoned. After a capture that threw, tensors it made are invalid (zero_grad()).
+// - Optimizer: a captured step reads its hyper-parameters from device memory that each
+//   replay() rewrites: the step count advances with every replay (Adam's bias
+//   corrections match eager steps), the lr is the capture's unless set_lr() sets another.
+//   optim::Optimizer::set_lr() and schedulers do not reach a captured graph (the host
+//   code of the step does not run at replay): call graph.set_lr(opt.lr()) after them.
+//   The optimizer object's own step counters stay where the capture left them.
+// - Random numbers (dropout, randn in the step) are drawn once at capture: every replay
+//   uses the same numbers.
+// - While capturing, no other thread may queue work on this device.
+// In a build without CUDA, or without a usable GPU, capture() and replay() throw Error
+// saying why.
+class Graph {
+ public:
+  explicit Graph(int device = 0);
+  ~Graph();
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Records `step` (any reel ops on this device, forward, backward, optimizer step) into
+  // a graph, replacing any graph captured before. The ops run on the host as usual, but
+  // nothing runs on the GPU until replay().
+  void capture(const std::function<void()>& step);
+  // Launches the graph on the device's stream (asynchronous, like any op).
+  void replay();
+  // The lr of every optimizer step captured, from the next replay on.
+  void set_lr(double lr);
+  bool captured() const;
+  int64_t replays() const;
+  // Drops the graph (waits for nothing; replays still queued complete).
+  void reset() noexcept;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  int device_ = 0;
+};
 
 }  // namespace reel::cuda

@@ -20,6 +20,7 @@
 
 #include "internal/allocator.h"
 #include "internal/backend.h"
+#include "internal/graph.h"
 #include "cuda.h"
 
 namespace reel::cuda {
@@ -94,6 +95,9 @@ namespace {
 cublasLtHandle_t handle(Context& ctx, MatmulCache*& cache) {
   std::lock_guard<std::mutex> lock(ctx.mu);
   if (!ctx.lt) {
+    // The workspace must not become a graph allocation (replays re-create those).
+    forbid_in_capture(ctx, "matmul", "would create cuBLASLt's handle and workspace (the first matmul on this "
+                                     "device); run the step once before capturing it (the warm-up rule of cuda::Graph)");
     cublasLtHandle_t h = nullptr;
     check_lt(cublasLtCreate(&h), "cublasLtCreate");
     ctx.lt_workspace = device_alloc(ctx, kWorkspaceBytes);

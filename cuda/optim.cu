@@ -13,10 +13,13 @@
 // CPU's AVX2 f32 Adam loop fuses multiply-adds: there the two may differ in the last bit).
 // Launch shape: 256 threads, 4 elements per thread per pass of a chunk.
 // Floor: memory bandwidth. Adam moves 28 bytes per f32 parameter, SGD with momentum 20.
+#include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "elementwise.cuh"
+#include "internal/graph.h"
 
 namespace reel::cuda {
 namespace {
@@ -129,8 +132,12 @@ __device__ __forceinline__ void update(const Hyper<T>& h, T* __restrict__ p, con
   }
 }
 
+// hdev: null in eager steps; in a step captured into a CUDA graph the hyper-parameters
+// the graph rewrites before each replay (step count, lr), read from device memory.
 template <OptimStep::Kind K, typename T>
-__global__ void __launch_bounds__(kThreads) optim_kernel(const Table<T> table, const Hyper<T> h) {
+__global__ void __launch_bounds__(kThreads)
+    optim_kernel(const Table<T> table, const Hyper<T> h_arg, const Hyper<T>* __restrict__ hdev) {
+  const Hyper<T> h = hdev ? *hdev : h_arg;
   int64_t chunks = table.first_chunk[table.count];
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     int lo = 0, hi = table.count - 1;  // the last tensor whose first chunk is <= c
@@ -150,18 +157,43 @@ __global__ void __launch_bounds__(kThreads) optim_kernel(const Table<T> table, c
   }
 }
 
+// ---- steps captured into a CUDA graph (cuda::Graph; rules in internal/graph.h)
+
+template <typename T>
+__global__ void store_hyper(Hyper<T>* dst, const Hyper<T> h) {
+  *dst = h;
+}
+
+// Records a step being captured (graph.cpp checks the warm-up rule) and returns the
+// device slot its kernel reads the hyper-parameters from.
+template <typename T>
+void* capture_step(CaptureState& cs, const OptimStep& step, const Table<T>& table) {
+  static_assert(sizeof(Hyper<T>) <= kHyperSlotBytes);
+  std::vector<const void*> state;
+  for (int i = 0; i < table.count; ++i)
+    for (const T* st : {table.s1[i], table.s2[i], table.s3[i]})
+      if (st) state.push_back(st);
+  return capture_optim(cs, step, std::is_same_v<T, double> ? DType::f64 : DType::f32, state);
+}
+
 template <typename T>
 void launch(Context& ctx, const OptimStep& step, const Table<T>& table) {
   int64_t chunks = table.first_chunk[table.count];
   if (chunks == 0) return;
   unsigned grid = unsigned(std::min<int64_t>(chunks, int64_t(ctx.sm_count) * 8));
   Hyper<T> h = hyper<T>(step);
+  const Hyper<T>* hdev = nullptr;
+  if (CaptureState* cs = active_capture(ctx)) hdev = static_cast<const Hyper<T>*>(capture_step<T>(*cs, step, table));
   switch (step.kind) {
-    case OptimStep::sgd: optim_kernel<OptimStep::sgd, T><<<grid, kThreads, 0, ctx.stream>>>(table, h); break;
+    case OptimStep::sgd: optim_kernel<OptimStep::sgd, T><<<grid, kThreads, 0, ctx.stream>>>(table, h, hdev); break;
     case OptimStep::adam:
-    case OptimStep::adamw: optim_kernel<OptimStep::adam, T><<<grid, kThreads, 0, ctx.stream>>>(table, h); break;
-    case OptimStep::adamax: optim_kernel<OptimStep::adamax, T><<<grid, kThreads, 0, ctx.stream>>>(table, h); break;
-    case OptimStep::rmsprop: optim_kernel<OptimStep::rmsprop, T><<<grid, kThreads, 0, ctx.stream>>>(table, h); break;
+    case OptimStep::adamw: optim_kernel<OptimStep::adam, T><<<grid, kThreads, 0, ctx.stream>>>(table, h, hdev); break;
+    case OptimStep::adamax:
+      optim_kernel<OptimStep::adamax, T><<<grid, kThreads, 0, ctx.stream>>>(table, h, hdev);
+      break;
+    case OptimStep::rmsprop:
+      optim_kernel<OptimStep::rmsprop, T><<<grid, kThreads, 0, ctx.stream>>>(table, h, hdev);
+      break;
   }
   check_launch("optim_step");
 }
@@ -198,6 +230,20 @@ void step_all(Context& ctx, const OptimStep& step, DType dt, const std::vector<T
 }
 
 }  // namespace
+
+void write_captured_optim(Context& ctx, const CapturedOptim& o, int64_t t, std::optional<double> lr) {
+  OptimStep s = o.step;
+  if (lr) s.lr = *lr;
+  if (t > 0) {  // optim/'s expressions (optim/optimizer.cpp), so a replay rounds as an eager step
+    s.bias_correction1 = 1 - std::pow(s.beta1, double(t));
+    s.bias_correction2 = 1 - std::pow(s.beta2, double(t));
+  }
+  if (o.dtype == DType::f64)
+    store_hyper<double><<<1, 1, 0, ctx.stream>>>(static_cast<Hyper<double>*>(o.slot), hyper<double>(s));
+  else
+    store_hyper<float><<<1, 1, 0, ctx.stream>>>(static_cast<Hyper<float>*>(o.slot), hyper<float>(s));
+  check_launch("cuda::Graph::replay");
+}
 
 void CudaBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                              const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,

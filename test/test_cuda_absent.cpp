@@ -56,3 +56,18 @@ TEST_CASE("pinned_empty gives an ordinary host tensor when no GPU can pin for it
   CHECK(cuda::allow_tf32() == !tf32);
   cuda::set_allow_tf32(tf32);
 }
+
+TEST_CASE("cuda::Graph without a GPU throws an Error saying why, and never runs the step", "[cuda][graph]") {
+  if (cuda::is_available()) return;
+  cuda::Graph g;  // constructing one is fine in every build
+  CHECK_FALSE(g.captured());
+  CHECK(g.replays() == 0);
+  bool ran = false;
+  std::string e = error_of([&] { g.capture([&] { ran = true; }); });
+  CHECK_THAT(e, Catch::Contains("cuda::Graph::capture") && Catch::Contains("cuda:0") &&
+                    Catch::Contains("no CUDA device"));
+  CHECK_FALSE(ran);
+  CHECK_THAT(error_of([&] { g.replay(); }), Catch::Contains("cuda::Graph::replay"));
+  CHECK_THAT(error_of([] { cuda::Graph(1).capture([] {}); }), Catch::Contains("cuda:1"));
+  g.reset();
+}

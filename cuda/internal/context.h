@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "../../tensor/backend.h"
 
@@ -40,8 +41,9 @@ enum FaultCode : int {
   kFaultScatterAdd,
 };
 
-struct MatmulCache;  // cuda/matmul.cpp
-struct ConvCache;    // cuda/conv.cpp
+struct MatmulCache;   // cuda/matmul.cpp
+struct ConvCache;     // cuda/conv.cpp
+struct CaptureState;  // cuda/internal/graph.h
 
 struct Context {
   int device = 0;
@@ -70,6 +72,14 @@ struct Context {
   cudnnContext* dnn = nullptr;
   MatmulCache* matmul_cache = nullptr;
   ConvCache* conv_cache = nullptr;
+
+  // CUDA graphs (graph.cpp): the capture in progress on `stream` (read without the lock
+  // on every allocation), and the graphs alive, whose allocations device_free must not
+  // hand back while they may be replayed. `graphs` and every CaptureState under graph_mu.
+  std::mutex graph_mu;
+  std::atomic<CaptureState*> capture{nullptr};
+  std::vector<CaptureState*> graphs;
+  std::atomic<int> graph_count{0};
 
   // Blocks until the stream is idle (counted in host_sync_count()), then reports any
   // DeviceFault as an Error naming `op`.
