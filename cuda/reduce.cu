@@ -5,18 +5,25 @@
 //
 // Layout: x any strides; out has x's rank with each reduced dim of size 1. Dims are
 // split into kept and reduced ones and each side coalesced, as on the CPU.
-// Three paths, by where the contiguous dim of x is:
+// Four paths, by where the contiguous dim of x is:
 //   - whole tensor, contiguous, floating point: cub::DeviceReduce;
+//   - per-channel sums of a contiguous [N, C, L] with runs L >= 64 (a conv bias gradient),
+//     floating point: cub::DeviceSegmentedReduce over the N·C runs, then the columns;
 //   - rows (the contiguous dim is reduced, or none is): one warp per output (per split),
 //     lanes strided along the group, cub::WarpReduce at the end;
-//   - columns (the contiguous dim is kept: sum over the batch of [N, C], a bias
+//   - columns (the contiguous dim is kept: sum over the batch of [N, C], a linear bias
 //     gradient): 32 outputs per block on consecutive addresses, 8 thread rows splitting
-//     the group, combined in shared memory.
+//     the group, combined in shared memory. Kept hand-written on purpose: a column is a
+//     strided segment, and CUB's segmented reduction (a block or warp per segment) would
+//     read it with stride C, one useful 4-byte word per 32-byte sector. The fused
+//     alternative, cuBLASLt's BGRADB epilogue on the weight-gradient GEMM, needs the
+//     Backend contract to return the bias gradient from matmul (tensor/backend.h).
 // When outputs are too few to fill the GPU, groups are split across blocks (grid.y) and
 // a second small kernel combines the partial results in a fixed order (deterministic).
 // Floor: memory bandwidth (x read once).
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_reduce.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
@@ -247,6 +254,58 @@ struct LoadAt {
   __device__ typename R::Acc operator()(int64_t i) const { return R::load(x[i], i); }
 };
 
+// ---- per-channel sums of a contiguous [N, C, L] over N and L (a conv bias gradient:
+// NCHW summed over 0, 2, 3). A channel's elements are N runs of L, C·L apart, so the sum
+// runs in two stages: CUB's segmented reduction over the N·C contiguous runs (fully
+// coalesced, one pass over x), then the [N, C] partials summed down the columns.
+constexpr int64_t kMinRun = 64;  // shorter runs leave most of CUB's block per segment idle: the split kernels win
+
+struct RunOffset {
+  int64_t len;
+  __host__ __device__ int64_t operator()(int64_t s) const { return s * len; }
+};
+
+// Stage 2: out[c] = finish(sum over n of partial[n, c]); consecutive threads take
+// consecutive channels (coalesced), each sums its column in order n = 0.. (deterministic).
+// Memory-bound and small: N·C partials read once.
+template <typename T, typename Out, typename R>
+__global__ void __launch_bounds__(kThreads) sum_partials(const T* partial, Out* out, int64_t n, int64_t c,
+                                                         int64_t ostride, int64_t count) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < c; j += int64_t(gridDim.x) * blockDim.x) {
+    typename R::Acc acc = R::identity();
+    for (int64_t i = 0; i < n; ++i) acc = R::combine(acc, R::load(partial[i * c + j], i));
+    out[j * ostride] = R::template finish<Out>(acc, count);
+  }
+}
+
+// Whether s describes a contiguous [N, C, L] reduced over N and L with L >= kMinRun;
+// sets n, c, l.
+bool channel_layout(const Split& s, int64_t& n, int64_t& c, int64_t& l) {
+  if (s.kept.n != 1 || s.red.n < 1 || s.red.n > 2 || s.red.stride[s.red.n - 1] != 1) return false;
+  l = s.red.shape[s.red.n - 1];
+  c = s.kept.shape[0];
+  n = s.red.n == 2 ? s.red.shape[0] : 1;
+  if (s.kept.xstride[0] != l || (s.red.n == 2 && s.red.stride[0] != c * l)) return false;
+  return l >= kMinRun;
+}
+
+template <typename T, typename Out, typename R>
+void channel_sums(Context& ctx, const T* x, Out* out, const Split& s, int64_t n, int64_t c, int64_t l) {
+  int64_t runs = n * c;
+  DeviceBuffer partial(ctx, size_t(runs) * sizeof(T));
+  auto begins = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), RunOffset{l});
+  auto ends = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(1), RunOffset{l});
+  size_t bytes = 0;
+  check(cub::DeviceSegmentedReduce::Sum(nullptr, bytes, x, partial.as<T>(), runs, begins, ends, ctx.stream), "reduce",
+        "cub::DeviceSegmentedReduce::Sum");
+  DeviceBuffer temp(ctx, std::max<size_t>(bytes, 1));
+  check(cub::DeviceSegmentedReduce::Sum(temp.get(), bytes, x, partial.as<T>(), runs, begins, ends, ctx.stream),
+        "reduce", "cub::DeviceSegmentedReduce::Sum");
+  sum_partials<T, Out, R><<<ctx.grid_for(c, kThreads), kThreads, 0, ctx.stream>>>(partial.as<T>(), out, n, c,
+                                                                                  s.kept.ostride[0], s.count);
+  check_launch("reduce");
+}
+
 template <typename T, typename Out, ReduceOp OP>
 void reduce_typed(Context& ctx, const Tensor& out, const Tensor& x, const std::vector<int>& dims) {
   using R = Reducer<T, OP>;
@@ -270,6 +329,10 @@ void reduce_typed(Context& ctx, const Tensor& out, const Tensor& x, const std::v
       reduce_finish<Out, R><<<1, 32, 0, ctx.stream>>>(result.as<Acc>(), op, s.kept, 1, 1, s.count);
       check_launch("reduce");
       return;
+    }
+    if constexpr (OP == ReduceOp::sum || OP == ReduceOp::mean) {
+      int64_t n = 0, c = 0, l = 0;
+      if (channel_layout(s, n, c, l)) return channel_sums<T, Out, R>(ctx, xp, op, s, n, c, l);
     }
   }
 
