@@ -10,6 +10,7 @@
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
 #include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss
 #include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers
+#include "nn/functional.h"      // nn::functional: conv2d_bias_relu, linear_bias_relu (fused)
 #include "optim/optimizer.h"    // optim::Optimizer base, param groups, clip_grad_norm
 #include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop
 #include "optim/scheduler.h"    // optim::StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR, LinearWarmup
