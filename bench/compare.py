@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/compare.py                  # everything, all cores
     /usr/bin/python3 bench/compare.py --only W1,W6 --rounds 5 --reps 1
+    python3 bench/compare.py --device cuda --build build    # on a GPU: see bench/compare_gpu.py
 
 Each round runs every configuration once, one after the other (A B A B ...): reel in
 its default environment, then each peer (PyTorch, libtorch) in its default
@@ -202,13 +203,29 @@ def main():
     p.add_argument("--json", default="bench/results.jsonl", help="file the JSON lines are appended to")
     p.add_argument("--no-compile", action="store_true", help="skip bench/compile_time.sh")
     p.add_argument("--from-json", default="", help="only print the table of an earlier run's JSON lines")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: reel against PyTorch on that GPU")
+    p.add_argument("--python", default="", help="the Python with PyTorch (default: /usr/bin/python3 on the CPU, "
+                   "python3 from PATH on a GPU)")
+    p.add_argument("--no-torch-compile", action="store_true", help="GPU: skip the torch.compile runs")
     a = p.parse_args()
+    gpu = a.device != "cpu"
     if a.from_json:
         with open(a.from_json) as f:
-            table([json.loads(line) for line in f if line.strip()])
+            recs = [json.loads(line) for line in f if line.strip()]
+        if any(str(r.get("device", "")).startswith("cuda") for r in recs):
+            import compare_gpu
+            compare_gpu.gpu_table(recs)
+        else:
+            table(recs)
         return
     build = os.path.join(ROOT, a.build) if not os.path.isabs(a.build) else a.build
     jsonl = os.path.abspath(a.json)
+    if gpu:
+        import compare_gpu
+        a.python = a.python or "python3"
+        compare_gpu.gpu_table(compare_gpu.gpu_runs(a, build, jsonl, run))
+        print(f"\nJSON lines appended to {jsonl}")
+        return
     only = [w.strip().upper() for w in a.only.split(",") if w.strip()] or list(WORKLOADS)
     envs = [e for e in a.peer_envs.split(",") if e]
     common = ["--threads", str(a.threads), "--device", "cpu"]
@@ -219,7 +236,8 @@ def main():
         extra = [x.format(reps=a.reps) for x in extra]
         configs = [("reel", "default", [os.path.join(build, "bench", reel)])]
         for env in envs:
-            configs.append(("pytorch", env, ["/usr/bin/python3", os.path.join(ROOT, "bench/reference/workloads_pytorch.py"), py]))
+            configs.append(("pytorch", env, [a.python or "/usr/bin/python3",
+                                             os.path.join(ROOT, "bench/reference/workloads_pytorch.py"), py]))
             configs.append(("libtorch", env, [os.path.join(build, "bench", ref)]))
         for rnd in range(1, a.rounds + 1):
             for sysname, env, cmd in configs:

@@ -4,6 +4,8 @@
 // 10M-float tensors (12 bytes per element: the same working-set size as the
 // optimizer's) and reports each step against its floor at that bandwidth: Adam
 // moves 28 bytes per parameter (reads p, g, m, v; writes p, m, v), SGD-momentum 20.
+// On a GPU it also times a device-to-device copy of the 10M floats (d2d_copy_ms,
+// d2d_gbs): the bandwidth floor of the GPU targets.
 #include "reel_bench.h"
 
 int main(int argc, char** argv) {
@@ -51,5 +53,18 @@ int main(int argc, char** argv) {
   bench::report(args, "W6", "reel", t.name.c_str(), "sgd_momentum_step_ms", sgd_ms, with(sgd_floor, sgd_ms));
   std::printf("a += b: %.2f GB/s; Adam %.2fx its 28 B/param floor (%.2f ms), SGD-momentum %.2fx its 20 B floor\n", gbs,
               bench::stats_of(adam_ms).median / adam_floor, adam_floor, bench::stats_of(sgd_ms).median / sgd_floor);
+  if (t.device.is_cuda()) {
+    // The GPU floor: a device-to-device copy of a into c (cudaMemcpyAsync, 8 bytes per
+    // element moved), the bandwidth the GPU targets of W6 are stated against.
+    Tensor c = empty({int64_t(kParams)}, {.device = t.device});
+    std::vector<double> copy_ms = time_ms([&] { c.copy_(a); });
+    double d2d_gbs = 8 * kParams / (bench::stats_of(copy_ms).median * 1e-3) / 1e9;
+    char s[96];
+    std::snprintf(s, sizeof s, "\"d2d_gbs\": %.2f", d2d_gbs);
+    bench::report(args, "W6", "reel", t.name.c_str(), "d2d_copy_ms", copy_ms, t.extra + ", " + s);
+    std::printf("device-to-device copy: %.2f GB/s; Adam reaches %.0f%% of its 28 B/param floor there, SGD %.0f%%\n",
+                d2d_gbs, 100 * 28 * kParams / (d2d_gbs * 1e6) / bench::stats_of(adam_ms).median,
+                100 * 20 * kParams / (d2d_gbs * 1e6) / bench::stats_of(sgd_ms).median);
+  }
   return 0;
 }

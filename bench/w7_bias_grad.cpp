@@ -3,6 +3,8 @@
 // (default 24 x 16 MiB = 384 MiB, more than this machine's 260 MiB L3), so the data
 // comes from memory. The floor is 16 MiB over the read bandwidth that a plain
 // OpenMP sum of the same buffers reaches here; reports the fraction of it reached.
+// On a GPU the floor is half the time of a device-to-device copy between two of the
+// buffers (the copy reads and writes 16 MiB; the reduction only reads).
 #include "reel_bench.h"
 
 namespace {
@@ -49,7 +51,29 @@ int main(int argc, char** argv) {
   };
   std::vector<double> ms = time_ms([](const Tensor& g) { (void)sum(g, {0, 2, 3}); });
   std::string extra = t.extra;
-  if (!t.device.is_cuda()) {
+  if (t.device.is_cuda()) {
+    // The GPU floor: a device-to-device copy between two of the buffers (neither in L2)
+    // moves 2 x 16 MiB; reading 16 MiB once takes half of it.
+    std::vector<double> copy_ms;
+    for (int64_t i = 0; i < nbuf; ++i) grads[size_t((i + nbuf / 2) % nbuf)].copy_(grads[size_t(i)]);
+    for (int rep = 0; rep < args.reps; ++rep) {
+      t.sync();
+      double t0 = bench::now_s();
+      for (int64_t i = 0; i < calls; ++i) grads[size_t((i + nbuf / 2) % nbuf)].copy_(grads[size_t(i % nbuf)]);
+      t.sync();
+      copy_ms.push_back(1e3 * (bench::now_s() - t0) / double(calls));
+    }
+    std::vector<double> read_ms;
+    for (double c : copy_ms) read_ms.push_back(c / 2);
+    double floor_ms = bench::stats_of(read_ms).median, gbs = kBytes / (floor_ms * 1e-3) / 1e9;
+    char s[200];
+    std::snprintf(s, sizeof s, "%s, \"floor_ms\": %.4g, \"floor_fraction\": %.3f, \"d2d_gbs\": %.2f", t.extra.c_str(),
+                  floor_ms, floor_ms / bench::stats_of(ms).median, gbs);
+    extra = s;
+    bench::report(args, "W7", "reel", t.name.c_str(), "read_floor_ms", read_ms, extra);
+    std::printf("device-to-device copy %.2f GB/s: read floor %.4f ms; reel reaches %.0f%% of it\n", gbs, floor_ms,
+                100 * floor_ms / bench::stats_of(ms).median);
+  } else {
     volatile float sink = 0;
     std::vector<double> read_ms = time_ms([&](const Tensor& g) { sink = sink + read_all(g.data<float>(), kNumel); });
     double floor_ms = bench::stats_of(read_ms).median, gbs = kBytes / (floor_ms * 1e-3) / 1e9;

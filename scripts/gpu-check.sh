@@ -8,11 +8,12 @@
 # 3. configures (-DCMAKE_CUDA_ARCHITECTURES=90) and builds in $BUILD (default build-gpu);
 # 4. runs ctest (reel_cuda_tests among them: here it must run, not skip) and
 #    reel_cuda_tests again verbosely;
-# 5. runs the benchmark programs of bench/ on the GPU, and PyTorch's versions of them
-#    when python3 has torch with CUDA; skips what is missing.
+# 5. runs bench/compare.py --device cuda:0 (reel against PyTorch eager and torch.compile,
+#    the GPU targets of issue #6) when python3 has torch with CUDA, else reel's programs alone.
 # Logs, JUnit XML and benchmark JSON lines go to $OUT (default out/gpu-check).
 # Environment: BUILD, OUT, JOBS, GPU_CHECK_STOP_AFTER=unpack|configure|build|test (stop
-# early, for trying the script on a machine without a GPU), BENCH_REPS (default 5).
+# early, for trying the script on a machine without a GPU), BENCH_ROUNDS and BENCH_REPS
+# (default 2 and 2: rounds of compare.py, timed repetitions per run).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +27,6 @@ build=$(realpath -m "${BUILD:-$root/build-gpu}")
 out=$(realpath -m "${OUT:-$root/out/gpu-check}")
 jobs=${JOBS:-$(nproc)}
 stop_after=${GPU_CHECK_STOP_AFTER:-}
-reps=${BENCH_REPS:-5}
 mkdir -p "$prefix" "$out"
 summary="$out/summary.txt"
 : > "$summary"
@@ -160,35 +160,33 @@ step cuda_tests 1800 "$build/test/cuda/reel_cuda_tests" --durations yes -r junit
 "$build/test/cuda/reel_cuda_tests" --list-tests > "$out/cuda_tests_list.txt" 2>&1
 [[ "$stop_after" == test ]] && finish
 
-# ---- 5. benchmarks: reel on the GPU, then PyTorch's versions where torch has CUDA
-declare -A bench_args=(
-  [w1_mlp]="--epochs 2" [w2_conv_mlp]="--epochs 2" [w3_cnn]="--steps 40 --reps $reps"
-  [w4_vgg]="--steps 20 --reps $reps" [w5_overhead]="--reps $reps" [w6_optim]="--reps $reps"
-  [w7_bias_grad]="--reps $reps" [w8_wide_fc]="--steps 5 --reps $reps" [w0_peak]="--reps $reps"
-)
+# ---- 5. benchmarks: bench/compare.py --device cuda:0 runs reel, PyTorch eager and
+# torch.compile side by side (rounds alternate) and prints issue #6's GPU targets (the
+# table is at the end of bench_compare.log); without a CUDA PyTorch, reel's programs alone.
 shopt -s nullglob
 programs=("$build"/bench/bench_w*)
 if [[ ${#programs[@]} -eq 0 ]]; then
   note "SKIP    benchmarks (none built in $build/bench)"
+  finish
 fi
-for prog in "${programs[@]}"; do
-  name=${prog##*/bench_}
-  # shellcheck disable=SC2086
-  step "bench_$name" 900 "$prog" --device cuda:0 --json "$out/bench.jsonl" ${bench_args[$name]:-}
-done
 torch_ok=$(/usr/bin/python3 -c 'import torch; print(int(torch.cuda.is_available()))' 2> /dev/null ||
            python3 -c 'import torch; print(int(torch.cuda.is_available()))' 2> /dev/null || echo 0)
 py=$(/usr/bin/python3 -c 'import torch' 2> /dev/null && echo /usr/bin/python3 || echo python3)
-if [[ "$torch_ok" == 1 && -e "$root/bench/reference/workloads_pytorch.py" ]]; then
+if [[ "$torch_ok" == 1 ]]; then
+  step bench_compare 5400 "$py" "$root/bench/compare.py" --device cuda:0 --build "$build" --python "$py" \
+    --rounds "${BENCH_ROUNDS:-2}" --reps "${BENCH_REPS:-2}" --json "$out/bench.jsonl" || status=1
+  sed -n '/^GPU: /,$p' "$out/bench_compare.log" > "$out/bench_table.txt"
+else
+  note "SKIP    pytorch benchmarks (no python3 with CUDA torch): reel's programs alone"
+  declare -A bench_args=(
+    [w1_mlp]="--epochs 2" [w2_conv_mlp]="--epochs 2" [w3_cnn]="--steps 200 --reps 3"
+    [w4_vgg]="--steps 20 --reps 3" [w5_overhead]="--reps 3" [w6_optim]="--reps 3"
+    [w7_bias_grad]="--reps 3" [w8_wide_fc]="--steps 10 --reps 3" [w0_peak]="--reps 3"
+  )
   for prog in "${programs[@]}"; do
     name=${prog##*/bench_}
-    w=${name%%_*}
-    [[ "$w" == w0 ]] && continue
     # shellcheck disable=SC2086
-    step "pytorch_$name" 900 "$py" "$root/bench/reference/workloads_pytorch.py" "$w" --device cuda:0 \
-      --json "$out/bench.jsonl" ${bench_args[$name]:-}
+    step "bench_$name" 900 "$prog" --device cuda:0 --json "$out/bench.jsonl" ${bench_args[$name]:-}
   done
-else
-  note "SKIP    pytorch benchmarks (no python3 with CUDA torch, or no bench/reference/workloads_pytorch.py)"
 fi
 finish

@@ -5,7 +5,13 @@
 
 Options: --device cpu|cuda[:N], --threads N, --reps N, --json PATH ('-' for stdout),
 --epochs N (W1-W3), --steps N (W3: time N steps per repetition and extrapolate
-s/epoch; W4, W6, W7, W8: calls per repetition), --buffers N (W7).
+s/epoch; W4, W6, W7, W8: calls per repetition), --buffers N (W7), --compile (W1-W4,
+W8: the model through torch.compile, reported as system "pytorch-compile"; compiled
+and warmed up before the clock starts).
+
+On a GPU, TF32 is off for matmuls and convolutions (as reel's default) and cuDNN
+picks algorithms by measurement (cudnn.benchmark, as reel does); every time is read
+after torch.cuda.synchronize().
 """
 import argparse
 import gzip
@@ -34,7 +40,17 @@ class Ctx:
                 sys.exit(f"--device {a.device}: no CUDA device here")
             self.device = torch.device(a.device)
             idx = self.device.index or 0
-            self.name, self.extra = f"cuda:{idx}", {"gpu": torch.cuda.get_device_name(idx)}
+            self.name, self.extra = f"cuda:{idx}", {"gpu": torch.cuda.get_device_name(idx), "tf32": False}
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cudnn.benchmark = True
+        self.system = "pytorch-compile" if a.compile else "pytorch"
+        if a.compile:
+            self.extra["torch_compile"] = True
+
+    def model(self, m):
+        """The model as timed: compiled when --compile."""
+        return torch.compile(m) if self.a.compile else m
 
     def sync(self):
         if self.device.type == "cuda":
@@ -43,11 +59,11 @@ class Ctx:
     def report(self, workload, metric, samples, **extra):
         s = sorted(samples)
         med = statistics.median(s)
-        print(f"{workload:4} pytorch   {self.name:6} {metric:22} median {med:12.4f}  min {s[0]:12.4f}  "
+        print(f"{workload:4} {self.system:9} {self.name:6} {metric:22} median {med:12.4f}  min {s[0]:12.4f}  "
               f"max {s[-1]:12.4f}  n {len(s)}")
         if not self.a.json:
             return
-        rec = {"workload": workload, "system": "pytorch", "device": self.name, "threads": self.a.threads,
+        rec = {"workload": workload, "system": self.system, "device": self.name, "threads": self.a.threads,
                "metric": metric, "median": med, "min": s[0], "max": s[-1], "n": len(s)}
         rec.update(self.extra)
         rec.update(extra)
@@ -111,8 +127,12 @@ def run_fashion(c, workload, make, batch, lr, default_epochs):
     warm = make().to(dev)
     train_epoch(warm, torch.optim.SGD(warm.parameters(), lr=lr, momentum=0.9), xtr, ytr, batch, 20)
     torch.manual_seed(1)
-    model = make().to(dev)
+    model = c.model(make().to(dev))
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    if a.compile:  # compile outside the clock: one epoch, its short last batch included
+        train_epoch(model, opt, xtr, ytr, batch)
+        c.sync()
+        print(f"{workload}: compiled; one untimed epoch trained before the timed ones")
     times = []
     if a.steps:
         for _ in range(a.reps):
@@ -162,6 +182,7 @@ def w4(c):
         nn.Dropout(0.25), nn.Conv2d(50, 100, 3, padding=1), nn.ReLU(), nn.Conv2d(100, 100, 3, padding=1), nn.ReLU(),
         nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(6400, 512), nn.ReLU(), nn.Dropout(0.5),
         nn.Linear(512, 10)).to(dev)
+    model = c.model(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(64, 3, 32, 32, device=dev)
     y = torch.randint(0, 10, (64,), device=dev)
@@ -290,6 +311,7 @@ def w8(c):
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(25000, 1024), nn.ReLU(), nn.Linear(1024, 512), nn.ReLU(),
                           nn.Linear(512, 20000)).to(dev)
+    model = c.model(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(128, 25000, device=dev)
     y = torch.randint(0, 20000, (128,), device=dev)
@@ -339,7 +361,10 @@ def main():
     p.add_argument("--epochs", type=int, default=0)
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--buffers", type=int, default=24)
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (W1-W4, W8)")
     a = p.parse_args()
+    if a.compile and a.workload in ("w5", "w6", "w7"):
+        sys.exit(f"--compile: {a.workload} has no model to compile")
     globals()[a.workload](Ctx(a))
 
 
