@@ -116,7 +116,9 @@ void map1(const Tensor& out, const Tensor& x, F f) {
   });
 }
 
-// out[i] = f(a[i], b[i])
+// out[i] = f(a[i], b[i]). Either operand may be broadcast along the row (stride 0:
+// a bias, or a backward rule's incoming gradient expanded from a sum or a mean);
+// both cases keep a vectorised loop.
 template <typename Out, typename In, typename F>
 void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   for_each_row<Out, const In, const In>(out.shape(), {&out, &a, &b}, [&](auto p, auto st, int64_t n) {
@@ -130,6 +132,10 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
       const In yv = y[0];
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+    } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+      const In xv = x[0];
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
     } else {
       for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
     }

@@ -35,6 +35,29 @@ TEST_CASE("unary ops give the expected values", "[elementwise]") {
   CHECK((x > 0.0).to_vector<bool>() == std::vector<bool>{false, false, false, true, true});
 }
 
+TEST_CASE("a broadcast first operand (stride 0) gives the same values as a contiguous one", "[elementwise]") {
+  // relu's rule reads the incoming gradient first: from sum() or mean() it is expanded
+  Tensor x = tensor({{-1.0, 2.0, 0.0, 3.0}, {4.0, -5.0, 6.0, -0.5}, {0.25, 1.0, -2.0, 7.0}}).requires_grad_();
+  Tensor y = relu(x);
+  Tensor g = autograd::grad({y}, {x}, {full({}, 2.0).expand({3, 4})}, {.retain_graph = true})[0];
+  CHECK(g.to_vector<float>() == std::vector<float>{0, 2, 0, 2, 2, 0, 2, 0, 2, 2, 0, 2});
+  Tensor rows = autograd::grad({y}, {x}, {tensor({1.0, 2.0, 3.0}).reshape({3, 1}).expand({3, 4})})[0];
+  CHECK(rows.to_vector<float>() == std::vector<float>{0, 1, 0, 1, 2, 0, 2, 0, 3, 3, 0, 3});
+  CHECK(x.grad().defined() == false);
+  // large enough for the parallel split, f64 and f32, against the contiguous gradient
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor big = randn({300, 200}, {.dtype = dt}).requires_grad_();
+    Tensor gb = autograd::grad({relu(big).sum()}, {big})[0];
+    Tensor want = autograd::grad({relu(big)}, {big}, {ones({300, 200}, {.dtype = dt})})[0];
+    CHECK(allclose(gb, want, 0, 0));
+    CHECK(gb.sum().item<double>() == Approx(double(gt(big, 0.0).to(DType::f64).sum().item<double>())));
+  }
+  // ordinary binary ops with the first operand broadcast
+  Tensor a = tensor({10.0, 20.0}).reshape({2, 1}), b = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
+  CHECK(sub(a, b).to_vector<float>() == std::vector<float>{9, 8, 7, 16, 15, 14});
+  CHECK(div(full({1}, 12.0), b).to_vector<float>() == std::vector<float>{12, 6, 4, 3, 2.4f, 2});
+}
+
 TEST_CASE("elementwise gradients match finite differences", "[elementwise][grad]") {
   using V = std::vector<Tensor>;
   CHECK_GRADIENTS([](const V& v) { return neg(v[0]); }, input({3, 4}));
