@@ -98,6 +98,10 @@ Tensor cast(const Tensor& base, DType dtype);
 
 inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
 
+// g where y > 0, else 0: the rule of relu and of the fused *_relu ops, y their output.
+// Recorded ops under grad mode (a create_graph backward), the kernel otherwise.
+Tensor relu_grad(const Tensor& g, const Tensor& y);
+
 // ---- checks: each throws Error naming the op, what it expected and what came
 void check_defined(const OpScope& op, const Tensor& t, const char* what);
 void check_same_device(const OpScope& op, const Tensor& a, const Tensor& b);

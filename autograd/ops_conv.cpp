@@ -190,14 +190,7 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
   ConvParams p = params_of(opt);
   Tensor y = conv_forward(op, x, weight, bias, p, true);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor y = n.saved_tensor(2), masked;
-        if (grad_enabled()) {  // create_graph: keep g's graph
-          masked = mul(g[0], gt(y, 0.0).to(g[0].dtype()));
-        } else {
-          masked = new_like(y);
-          backend_of(y).binary(BinaryOp::relu_backward, masked, g[0], y);
-        }
-        conv_grads(n, masked, gi);
+        conv_grads(n, relu_grad(g[0], n.saved_tensor(2)), gi);
       }, {&x, &weight, &bias}, {&y})) {
     n->save(n->needs_grad(1) ? x : Tensor());
     n->save(n->needs_grad(0) ? weight : Tensor());

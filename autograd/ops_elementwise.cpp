@@ -60,6 +60,13 @@ Tensor compare_scalar(const OpScope& op, UnaryOp kind, const Tensor& x, double v
 
 }  // namespace
 
+Tensor relu_grad(const Tensor& g, const Tensor& y) {
+  if (grad_enabled()) return mul(g, gt(y, 0.0).to(g.dtype()));  // keeps g's graph
+  Tensor gx = new_like(y);
+  backend_of(gx).binary(BinaryOp::relu_backward, gx, g, y);
+  return gx;
+}
+
 // ---- unary: y = f(x), dy/dx written beside each
 
 // y = -x; dx = -g
@@ -170,14 +177,7 @@ Tensor relu(const Tensor& x, Site site) {
   OpScope op("relu", site);
   Tensor y = unary_forward(op, UnaryOp::relu, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor out = n.saved_tensor(0);  // y > 0 iff x > 0
-        if (grad_enabled()) {  // create_graph: keep g's graph
-          gi[0] = mul(g[0], gt(out, 0.0).to(g[0].dtype()));
-          return;
-        }
-        Tensor gx = new_like(out);
-        backend_of(gx).binary(BinaryOp::relu_backward, gx, g[0], out);
-        gi[0] = gx;
+        gi[0] = relu_grad(g[0], n.saved_tensor(0));  // y > 0 iff x > 0
       }, {&x}, {&y}))
     n->save(y);
   return y;
