@@ -1,6 +1,7 @@
 // reel: a define-by-run autograd tensor library. The one header users include.
 #pragma once
 #include "tensor/tensor.h"      // Tensor, creation, random numbers
+#include "tensor/parallel.h"    // set_num_threads, set_flush_subnormals
 #include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
 #include "autograd/grad_mode.h" // NoGradGuard, no_grad
 #include "autograd/ops.h"       // the differentiable ops and C++ operators

@@ -8,6 +8,7 @@
 #include "op_support.h"
 #include "ops.h"
 #include "tape.h"
+#include "../tensor/parallel.h"
 
 namespace reel {
 namespace {
@@ -107,6 +108,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 
   std::string released_by = fmt::format("backward at {}", scope.site.str());
   std::vector<Tensor> grad_inputs;
+  FlushSubnormalsGuard flush;  // see set_flush_subnormals
   NoGradGuard no_grad_unless;  // backward rules are recorded only with create_graph
   set_grad_enabled(create_graph);
   while (!ready.empty()) {

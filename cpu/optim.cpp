@@ -11,6 +11,7 @@
 
 #include "cpu_backend.h"
 #include "loops.h"
+#include "../tensor/parallel.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -206,11 +207,17 @@ void run(const OptimStep& s, Ptrs<T> x, int64_t n) {
 // ~100 cycles per subnormal operand: on W8 (20000-way softmax, where most output
 // gradients are tiny) the step grew from 22 ms to 220 ms within 16 steps. Flushing
 // changes no parameter: a subnormal m or v moves p by at most lr * 1e-30 / eps.
+// (Set inside the step's own parallel region: FlushSubnormalsGuard would add two.)
 struct FlushSubnormals {
 #ifdef __SSE2__
   unsigned saved = _mm_getcsr();
-  FlushSubnormals() { _mm_setcsr(saved | 0x8040); }
-  ~FlushSubnormals() { _mm_setcsr(saved); }
+  bool on = flush_subnormals();
+  FlushSubnormals() {
+    if (on) _mm_setcsr(saved | 0x8040);
+  }
+  ~FlushSubnormals() {
+    if (on) _mm_setcsr(saved);
+  }
 #endif
 };
 

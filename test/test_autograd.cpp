@@ -129,3 +129,30 @@ TEST_CASE("two threads keep two tapes", "[autograd]") {
   CHECK(alone1 == both1);
   CHECK(alone2 == both2);
 }
+
+TEST_CASE("backward flushes subnormal gradients unless set_flush_subnormals(false)", "[autograd]") {
+  auto grad_of_tiny_chain = [] {
+    Tensor x = full({4096}, 1.0f).requires_grad_();
+    ((x * 1e-20) * 1e-20).sum().backward();  // d/dx = 1e-40: subnormal in f32
+    return x.grad().to_vector<float>();
+  };
+  REQUIRE(flush_subnormals());
+  for (float g : grad_of_tiny_chain()) CHECK(g == 0.0f);
+  set_flush_subnormals(false);
+  std::vector<float> gradual = grad_of_tiny_chain();
+  set_flush_subnormals(true);
+  for (float g : gradual) CHECK(g == Approx(1e-40f).margin(1e-44));
+  CHECK(gradual[0] > 0.0f);
+  // The caller's floating-point environment is left as it was.
+  volatile float tiny = 1e-30f;
+  CHECK(tiny * 1e-10f > 0.0f);
+}
+
+TEST_CASE("set_num_threads sets the pool's size and rejects nonsense", "[autograd]") {
+  int before = num_threads();
+  set_num_threads(1);
+  CHECK(num_threads() == 1);
+  set_num_threads(before);
+  CHECK(num_threads() == before);
+  CHECK_THROWS_WITH(set_num_threads(0), Catch::Contains("set_num_threads: expected at least 1 thread, got 0"));
+}

@@ -1,0 +1,36 @@
+// The CPU's worker threads and floating-point environment, as users set them.
+//
+//   reel::set_num_threads(2);          // the one pool that reel's loops and oneDNN share
+//   reel::set_flush_subnormals(false); // IEEE gradual underflow everywhere (slower)
+#pragma once
+
+namespace reel {
+
+// Threads of the one OpenMP pool that reel's loops and oneDNN share (default: all
+// cores, or OMP_NUM_THREADS). Applies to the calling thread's later ops.
+void set_num_threads(int n);
+int num_threads();
+
+// Subnormal floats (|x| < 1.2e-38 in f32) flushed to zero during backward passes and
+// optimizer steps, on the calling thread and the pool's threads. On by default: x86
+// takes a ~100-cycle microcode assist per subnormal operand, and a classifier over
+// many classes feeds its weight-gradient GEMMs tiny products (W8's backward ran 3x
+// slower). A flushed value moves no parameter by more than rounding. Turn it off
+// for IEEE gradual underflow.
+void set_flush_subnormals(bool on);
+bool flush_subnormals();
+
+// Flushes subnormals on this thread and the pool's threads until destroyed, when
+// flush_subnormals() is on (x86 MXCSR FTZ and DAZ); a no-op elsewhere or when nested.
+class FlushSubnormalsGuard {
+ public:
+  FlushSubnormalsGuard();
+  ~FlushSubnormalsGuard();
+  FlushSubnormalsGuard(const FlushSubnormalsGuard&) = delete;
+  FlushSubnormalsGuard& operator=(const FlushSubnormalsGuard&) = delete;
+
+ private:
+  bool active_ = false;
+};
+
+}  // namespace reel
