@@ -6,7 +6,7 @@
 #   scripts/fetch-gpu-deps.sh [--data]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(libdnnl2 libdnnl-dev libfmt9 libfmt-dev catch2 nlohmann-json3-dev ocl-icd-libopencl1 zlib1g zlib1g-dev)
+packages=(libdnnl2 libdnnl-dev libfmt9 libfmt-dev catch2 nlohmann-json3-dev ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers zlib1g zlib1g-dev)
 if [[ "${1:-}" == "--data" ]]; then
   packages+=(dataset-fashion-mnist)
 elif [[ $# -gt 0 ]]; then

@@ -4,7 +4,9 @@
 #   --data   also Fashion-MNIST (dataset-fashion-mnist)
 #   --bench  also the peers the benchmarks compare against (PyTorch, libtorch, OpenBLAS)
 set -euo pipefail
-pkgs=(cmake ninja-build g++ libdnnl-dev libfmt-dev catch2 zlib1g-dev)
+# ocl-icd-opencl-dev: Debian's dnnl-config.cmake calls find_package(OpenCL REQUIRED)
+# (oneDNN is built with its OpenCL GPU runtime), and libdnnl-dev only recommends it.
+pkgs=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev libfmt-dev catch2 zlib1g-dev)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist) ;;
