@@ -1,7 +1,8 @@
 // Indexing: embedding, index_select, gather, one_hot. Indices are i64; on the CPU
 // every index is checked on the host before a kernel reads with it. The gradients
 // scatter back with the accumulating kernels (index_add, scatter_add), so repeated
-// indices sum their contributions.
+// indices sum their contributions. Each such scatter is a recorded op whose own rule
+// is its adjoint, the lookup again, so a create_graph backward stays differentiable.
 #include "op_support.h"
 #include "ops.h"
 
@@ -51,6 +52,26 @@ Tensor embedding_weight_grad(const Tensor& g, const Tensor& idx, const Dims& w_s
     n->ints[0] = pad;
   }
   return gw;
+}
+
+// dx = g accumulated into zeros of x's shape at idx along d: index_add for index_select
+// (gather_op false), scatter_add for gather. Its rule, the adjoint, is the lookup again.
+Tensor lookup_input_grad(const Tensor& g, int d, const Tensor& idx, const Dims& x_shape, bool gather_op) {
+  OpScope op(gather_op ? "gather_backward" : "index_select_backward", {});
+  Tensor gx = zeros(x_shape, {.dtype = g.dtype(), .device = g.device()});
+  if (g.numel()) {
+    if (gather_op) backend_of(gx).scatter_add(gx, d, idx, g);
+    else backend_of(gx).index_add(gx, d, idx, g);
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        Tensor idx = n.saved_tensor(0);
+        gi[0] = n.ints[1] ? gather(gg[0], n.ints[0], idx) : index_select(gg[0], n.ints[0], idx);
+      }, {&g}, {&gx})) {
+    n->save(idx);
+    n->ints[0] = d;
+    n->ints[1] = gather_op;
+  }
+  return gx;
 }
 
 }  // namespace
@@ -106,10 +127,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Site site
   Tensor y = new_tensor(shape, x.dtype(), x.device());
   if (y.numel()) backend_of(x).index_select(y, x, d, idx);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor idx = n.saved_tensor(0);
-        Tensor gx = zeros(n.inputs[0].shape, {.dtype = g[0].dtype(), .device = g[0].device()});
-        if (g[0].numel()) backend_of(gx).index_add(gx, int(n.ints[0]), idx, g[0]);
-        gi[0] = gx;
+        gi[0] = lookup_input_grad(g[0], int(n.ints[0]), n.saved_tensor(0), n.input_shape(0), false);
       }, {&x}, {&y})) {
     n->save(idx);
     n->ints[0] = d;
@@ -136,10 +154,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, Site site) {
   Tensor y = new_tensor(index.shape(), x.dtype(), x.device());
   if (y.numel()) backend_of(x).gather(y, x, d, idx);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor idx = n.saved_tensor(0);
-        Tensor gx = zeros(n.inputs[0].shape, {.dtype = g[0].dtype(), .device = g[0].device()});
-        if (g[0].numel()) backend_of(gx).scatter_add(gx, int(n.ints[0]), idx, g[0]);
-        gi[0] = gx;
+        gi[0] = lookup_input_grad(g[0], int(n.ints[0]), n.saved_tensor(0), n.input_shape(0), true);
       }, {&x}, {&y})) {
     n->save(idx);
     n->ints[0] = d;

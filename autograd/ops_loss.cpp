@@ -87,6 +87,17 @@ void check_pair(const OpScope& op, const Tensor& input, const Tensor& target) {
                             describe(target)), op.site);
 }
 
+// cross_entropy's rule in recorded ops, for a create_graph backward (the fused
+// kernel's result would have no grad_fn, cutting second derivatives through x and g)
+Tensor cross_entropy_composite_grad(const Tensor& g, const Tensor& x, const Tensor& labels, double eps,
+                                    int64_t ignore_index) {
+  const int64_t C = x.shape()[1];
+  Tensor valid = ne(labels, double(ignore_index));
+  Tensor safe = where(valid, labels, zeros_like(labels));  // ignored rows pick class 0, then are zeroed
+  Tensor target = add(mul(one_hot(safe, C).to(x.dtype()), 1.0 - eps), eps / double(C));
+  return mul(sub(softmax(x, 1), target), mul(g, valid.to(g.dtype())).unsqueeze(1));
+}
+
 }  // namespace
 
 // loss_n = lse_n - (1-eps) x[n, y_n] - (eps/C) sum_c x[n, c];
@@ -100,6 +111,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOpt
   backend_of(logits).cross_entropy_forward(losses, lse, logits, labels, opt.label_smoothing, opt.ignore_index);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0), lse = n.saved_tensor(1), y = n.saved_tensor(2);
+        if (grad_enabled()) {  // create_graph: the rule itself must be differentiable
+          gi[0] = cross_entropy_composite_grad(g[0], x, y, n.scalars[0], n.ints[0]);
+          return;
+        }
         Tensor gx = new_tensor(x.shape(), x.dtype(), x.device());
         backend_of(x).cross_entropy_backward(gx, g[0], x, lse, y, n.scalars[0], n.ints[0]);
         gi[0] = gx;

@@ -134,6 +134,31 @@ TEST_CASE("gather gradients accumulate repeated positions", "[index][grad]") {
   CHECK(x.grad().to_vector<float>() == std::vector<float>{1, 0, 2});
 }
 
+TEST_CASE("index_select and gather are twice differentiable (create_graph)", "[index][grad][grad2]") {
+  // L = sum gather(x)^2 with x picked at [2, 2, 0]: dL/dx = [2 x0, 0, 4 x2], so d/dx sum(dL/dx) = [2, 0, 4]
+  Tensor x = tensor({1, 2, 3}, {.dtype = DType::f64}).reshape({1, 3}).detach().requires_grad_();
+  Tensor g = autograd::grad({square(gather(x, 1, idx({2, 2, 0}, {1, 3}))).sum()}, {x}, {}, {.create_graph = true})[0];
+  CHECK(g.to_vector<double>() == std::vector<double>{2, 0, 12});
+  CHECK(autograd::grad({g.sum()}, {x})[0].to_vector<double>() == std::vector<double>{2, 0, 4});
+  Tensor gs = autograd::grad({square(index_select(x, 1, idx({0, 2, 0}))).sum()}, {x}, {}, {.create_graph = true})[0];
+  CHECK(gs.to_vector<double>() == std::vector<double>{4, 0, 6});
+  CHECK(autograd::grad({gs.sum()}, {x})[0].to_vector<double>() == std::vector<double>{4, 0, 2});
+
+  // linear ops: the second derivative flows through the incoming gradient only
+  Tensor rep = idx({2, 0, 2, 3, 2});
+  CHECK_SECOND_GRADIENTS([rep](const V& v) { return index_select(v[0], 1, rep); }, input({2, 4, 3}));
+  CHECK_SECOND_GRADIENTS([rep](const V& v) { return square(index_select(v[0], 0, rep)); }, input({4, 3}));
+  CHECK_SECOND_GRADIENTS([rep](const V& v) { return square(index_select(v[0].t(), -1, rep)); }, input({4, 3}));
+  Tensor i1 = idx({0, 0, 2, 1, 1, 1, 3, 0, 3}, {3, 3});
+  CHECK_SECOND_GRADIENTS([i1](const V& v) { return gather(v[0], 1, i1); }, input({3, 4}));
+  CHECK_SECOND_GRADIENTS([i1](const V& v) { return square(gather(v[0], 1, i1)); }, input({3, 4}));
+  Tensor i0 = idx({2, 0, 2, 2, 1, 0}, {2, 3});
+  CHECK_SECOND_GRADIENTS([i0](const V& v) { return square(gather(v[0].t(), 0, i0)); }, input({4, 3}));
+  Tensor i3 = idx({1, 0, 1, 1}, {1, 2, 2});
+  CHECK_SECOND_GRADIENTS([i3](const V& v) { return mul(gather(v[0], 2, i3), exp(gather(v[0], 2, i3))); },
+                         input({2, 2, 3}));
+}
+
 TEST_CASE("one_hot", "[index]") {
   Tensor y = one_hot(idx({2, 0, 1}), 4);
   CHECK(y.shape() == Dims{3, 4});

@@ -129,6 +129,32 @@ TEST_CASE("cross_entropy gradients match finite differences", "[loss][grad]") {
   CHECK_GRADIENTS([y](const V& v) { return cross_entropy(v[0].slice(1, 0, 12, 2), y, {}); }, input({5, 12}, -3, 3));
 }
 
+TEST_CASE("cross_entropy is twice differentiable (create_graph)", "[loss][grad][grad2]") {
+  // one row [0, 0], label 0: p = [1/2, 1/2], dL/dx = p - [1, 0], Hessian diag(p) - p p^T
+  Tensor x = zeros({1, 2}, {.dtype = DType::f64}).requires_grad_();
+  Tensor g = autograd::grad({cross_entropy(x, from_vector<int64_t>({0}))}, {x}, {}, {.create_graph = true})[0];
+  CHECK(g.to_vector<double>() == std::vector<double>{-0.5, 0.5});
+  Tensor hv = autograd::grad({(g * tensor({{1.0, 0.0}}, {.dtype = DType::f64})).sum()}, {x})[0];
+  CHECK(hv.to_vector<double>() == std::vector<double>{0.25, -0.25});
+
+  Tensor y = from_vector<int64_t>({1, 2, 5, 0, 2});
+  Tensor yi = from_vector<int64_t>({1, -100, 5, 0, 3});
+  auto ce = [](const Tensor& y, CrossEntropyOptions o) {
+    return [y, o](const V& v) { return cross_entropy(v[0], y, o); };
+  };
+  CHECK_SECOND_GRADIENTS(ce(y, {.reduction = Reduction::none}), input({5, 6}, -3, 3));
+  CHECK_SECOND_GRADIENTS(ce(y, {}), input({5, 6}, -3, 3));
+  CHECK_SECOND_GRADIENTS(ce(y, {.reduction = Reduction::sum, .label_smoothing = 0.3}), input({5, 6}, -3, 3));
+  CHECK_SECOND_GRADIENTS(ce(yi, {.label_smoothing = 0.1}), input({5, 6}, -3, 3));
+  CHECK_SECOND_GRADIENTS(ce(y, {.reduction = Reduction::none, .ignore_index = 2}), input({5, 6}, -3, 3));
+  CHECK_SECOND_GRADIENTS(ce(yi, {.reduction = Reduction::mean, .label_smoothing = 1.0}), input({5, 6}, -3, 3));
+  CHECK_SECOND_GRADIENTS([y](const V& v) { return cross_entropy(v[0].t(), y, {.label_smoothing = 0.2}); },
+                         input({6, 5}, -3, 3));
+  // the loss of a computed input: second derivatives reach through the rule into the producer
+  CHECK_SECOND_GRADIENTS([yi](const V& v) { return cross_entropy(mul(v[0], v[1]), yi, {}); }, input({5, 6}, -2, 2),
+                         input({5, 6}, -2, 2));
+}
+
 TEST_CASE("nll_loss on log-probabilities equals cross_entropy on logits", "[loss]") {
   Tensor x = logits4(), y = labels4();
   Tensor lp = log(exp(x) / exp(x).sum({1}, true));
@@ -148,6 +174,27 @@ TEST_CASE("nll_loss gradients match finite differences", "[loss][grad]") {
                   input({4, 5}, -3, -0.1));
   CHECK_GRADIENTS([yi](const V& v) { return nll_loss(v[0].t(), yi, {.reduction = Reduction::sum}); },
                   input({5, 4}, -3, -0.1));
+}
+
+TEST_CASE("nll_loss is twice differentiable (create_graph)", "[loss][grad][grad2]") {
+  Tensor yi = from_vector<int64_t>({1, -100, 3, 0});
+  CHECK_SECOND_GRADIENTS([yi](const V& v) { return nll_loss(v[0], yi, {}); }, input({4, 5}, -3, -0.1));
+  CHECK_SECOND_GRADIENTS([yi](const V& v) { return nll_loss(v[0].t(), yi, {.reduction = Reduction::sum}); },
+                         input({5, 4}, -3, -0.1));
+  CHECK_SECOND_GRADIENTS([yi](const V& v) { return nll_loss(square(v[0]), yi, {.reduction = Reduction::none}); },
+                         input({4, 5}));
+  CHECK_SECOND_GRADIENTS([yi](const V& v) { return nll_loss(log_softmax(v[0], 1), yi, {.label_smoothing = 0.2}); },
+                         input({4, 5}, -3, 3));
+  // nll_loss(log_softmax(x)) is cross_entropy(x): the same Hessian-vector product
+  Tensor y = from_vector<int64_t>({1, 2, 3, 0});
+  Tensor x = input({4, 5}, -3, 3), v = randn({4, 5}, {.dtype = DType::f64});
+  auto hvp = [&](const Tensor& loss) {
+    Tensor g = autograd::grad({loss}, {x}, {}, {.create_graph = true})[0];
+    return autograd::grad({(g * v).sum()}, {x})[0];
+  };
+  Tensor want = hvp(cross_entropy(x, y, {.label_smoothing = 0.1}));
+  CHECK(want.abs().sum().item<double>() > 0.1);
+  CHECK(allclose(hvp(nll_loss(log_softmax(x, 1), y, {.label_smoothing = 0.1})), want, 1e-12, 1e-12));
 }
 
 TEST_CASE("mse_loss values and gradients", "[loss]") {
