@@ -88,32 +88,14 @@ void backward_data_gemm(Lowering l, const Tensor& gx, const Tensor& gy, const Te
   }
 }
 
-// gb[o] = sum of gy over n, h, w. Memory-bound: gy is read once.
-template <typename T>
-void bias_grad(const Tensor& gb, const Tensor& gy) {
-  int64_t N = gy.shape()[0], O = gy.shape()[1], H = gy.shape()[2], W = gy.shape()[3];
-  const Dims& st = gy.strides();
-  const T* g = static_cast<const T*>(gy.data_ptr());
-  T* out = static_cast<T*>(gb.data_ptr());
-#pragma omp parallel for schedule(static) if (gy.numel() >= kParallelGrain)
-  for (int64_t o = 0; o < O; ++o) {
-    T acc = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t x = 0; x < W; ++x) acc += g[n * st[0] + o * st[1] + h * st[2] + x * st[3]];
-    out[o] = acc;
-  }
-}
-
 // only for Lowering::full: gW [O, CHW] = gy^T [O, N] @ x [N, CHW]
-void backward_weight_gemm(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x) {
+void backward_weight_gemm(const Tensor& gw, const Tensor& gy, const Tensor& x) {
   int64_t N = x.shape()[0], CHW = x.shape()[1] * x.shape()[2] * x.shape()[3], O = gw.shape()[0];
   auto [xs, s] = flatten_from(x, 1);
   matmul_into({.out = view_of(gw, {1, O, CHW}, {O * CHW, CHW, 1}, gw.offset()),
                .a = view_of(gy, {1, O, N}, {0, gy.strides()[1], gy.strides()[0]}, gy.offset()),
                .b = view_of(xs, {1, N, CHW}, {0, xs.strides()[0], s}, xs.offset()),
                .bias = Tensor(), .row_bias = Tensor(), .relu = false});
-  if (gb.defined()) dispatch_float(gb.dtype(), "conv2d", [&]<typename T>() { bias_grad<T>(gb, gy); });
 }
 
 // ---- oneDNN convolution primitives
@@ -377,7 +359,7 @@ void backward_data_loops(const Tensor& gx, const Tensor& gy, const Tensor& w, co
 
 // gw[o, c, kh, kw] = sum over n, oh, ow of gy[n, o, oh, ow] x[n, c0 + c, ih, iw]
 template <typename T>
-void backward_weight_loops(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+void backward_weight_loops(const Tensor& gw, const Tensor& gy, const Tensor& x,
                            const ConvParams& p) {
   Geometry g(x.shape(), gw.shape(), gy.shape(), p.groups);
   const T* G = static_cast<const T*>(gy.data_ptr());
@@ -405,7 +387,6 @@ void backward_weight_loops(const Tensor& gw, const Tensor& gb, const Tensor& gy,
           Wt[((o * g.Cg + c) * g.KH + kh) * g.KW + kw] = acc;
         }
     }
-  if (gb.defined()) bias_grad<T>(gb, gy);
 }
 
 }  // namespace
@@ -428,9 +409,18 @@ void CpuBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy, const 
 void CpuBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                                         const ConvParams& p) {
   // the pointwise case sums one product per image: oneDNN's 1x1 kernels do that well already
-  if (lowering(x, gw, p) == Lowering::full) return backward_weight_gemm(gw, gb, gy, x);
-  if (x.dtype() == DType::f32) return backward_weight_dnnl(gw, gb, gy, x, p);
-  dispatch_float(x.dtype(), "conv2d", [&]<typename T>() { backward_weight_loops<T>(gw, gb, gy, x, p); });
+  if (lowering(x, gw, p) == Lowering::full) {
+    backward_weight_gemm(gw, gy, x);
+  } else if (x.dtype() == DType::f32) {
+    return backward_weight_dnnl(gw, gb, gy, x, p);  // oneDNN sums the bias gradient itself
+  } else {
+    dispatch_float(x.dtype(), "conv2d", [&]<typename T>() { backward_weight_loops<T>(gw, gy, x, p); });
+  }
+  // gb[o] = sum of gy over n, h, w, through the vectorised reduction: a loop per channel
+  // striding over [N, O, 1, 1] cost 50 us per layer of W2, 10x the reduction.
+  if (gb.defined())
+    reduce(ReduceOp::sum, view_of(gb, {1, gb.numel(), 1, 1}, {gb.numel(), gb.strides()[0], 1, 1}, gb.offset()), gy,
+           {0, 2, 3});
 }
 
 }  // namespace reel::cpu

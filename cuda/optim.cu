@@ -42,7 +42,7 @@ struct Table {
 // The step's scalars, converted to T on the host as the CPU converts them.
 template <typename T>
 struct Hyper {
-  T wd, mom, damp1, neg_lr, sign, decay, b1, b2, one_b1, one_b2, neg_step, bc2_sqrt, eps, alpha, one_alpha;
+  T wd, mom, damp1, neg_lr, sign, decay, b1, b2, one_b1, one_b2, neg_step, inv_bc2_sqrt, eps, alpha, one_alpha;
   bool first, nesterov, has_mom, has_wd, coupled_wd, decoupled_wd, centered;
 };
 
@@ -61,7 +61,7 @@ Hyper<T> hyper(const OptimStep& s) {
   h.one_b1 = T(1 - s.beta1);
   h.one_b2 = T(1 - s.beta2);
   h.neg_step = T(-(s.lr / s.bias_correction1));  // Adam's lr / bc1, Adamax's clr
-  h.bc2_sqrt = T(std::sqrt(s.bias_correction2));
+  h.inv_bc2_sqrt = T(1 / std::sqrt(s.bias_correction2));  // the CPU's product, see cpu/optim.cpp
   h.eps = T(s.eps);
   h.alpha = T(s.alpha);
   h.one_alpha = T(1 - s.alpha);
@@ -97,7 +97,7 @@ __device__ __forceinline__ void update(const Hyper<T>& h, T* __restrict__ p, con
     T vi = s2[i] * h.b2 + h.one_b2 * (d * d);
     s1[i] = mi;
     s2[i] = vi;
-    T denom = sqrt(vi) / h.bc2_sqrt + h.eps;
+    T denom = sqrt(vi) * h.inv_bc2_sqrt + h.eps;
     p[i] = pi + h.neg_step * (mi / denom);
   } else if constexpr (K == OptimStep::adamax) {
     T d = h.sign * g[i];
