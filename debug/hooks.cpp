@@ -107,6 +107,11 @@ void pop_frame(OpFrame* f) {
   }
 }
 
+// backward() returns nothing, so its frame keeps no fallback outputs: holding a rule's
+// gradients there kept them alive past the engine's hand-over, and the engine then
+// copied each leaf's gradient instead of taking it (only while the tools were on).
+bool keeps_candidates(const OpFrame& f) { return std::string_view(f.rec.op) != "backward"; }
+
 void clear_frame(OpFrame* f) {
   f->rec.inputs.clear();
   f->rec.outputs.clear();
@@ -211,7 +216,7 @@ void finish(OpFrame* f) {
   }
   if (tls.depth > 0) {  // the enclosing op: our outputs are its fallback outputs, our bytes its bytes
     OpFrame* parent = tls.frames[size_t(tls.depth - 1)].get();
-    parent->candidate = r.outputs;
+    if (keeps_candidates(*parent)) parent->candidate = r.outputs;
     parent->rec.bytes += r.bytes;
   }
   InTool guard;
@@ -383,7 +388,7 @@ void debug_alloc(const Tensor& t) {
   if (tls.depth == 0 || tls.in_tool) return;
   OpFrame* f = tls.frames[size_t(tls.depth - 1)].get();
   f->rec.bytes += int64_t(t.numel()) * int64_t(t.element_size());
-  f->candidate.assign(1, t);
+  if (debug::keeps_candidates(*f)) f->candidate.assign(1, t);
 }
 
 void debug_op_end(OpFrame* f) {

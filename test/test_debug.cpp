@@ -521,6 +521,21 @@ TEST_CASE("autograd::Function: aliases, in-place checks and errors", "[debug][fu
 
 // ---------------------------------------------------------------- profiler
 
+TEST_CASE("backward under the profiler takes each leaf's gradient as the engine does without it", "[debug]") {
+  // The tools must not change the work they measure: a gradient kept alive by the
+  // debug frames made the engine copy it into .grad (a clone per weight per step).
+  nn::Linear fc(6, 4);
+  Tensor x = randn({5, 6});
+  debug::Profiler prof;
+  relu(fc(x)).sum().backward();
+  prof.stop();
+  REQUIRE(fc.weight.grad().defined());
+  for (const auto& r : prof.table()) CHECK(r.op != "clone");
+  bool saw_rule = false;
+  for (const auto& r : prof.table()) saw_rule = saw_rule || r.op == "linear_relu_backward" || r.op == "linear_backward";
+  CHECK(saw_rule);
+}
+
 TEST_CASE("the profiler times every op, sums them by name and writes a Chrome trace", "[debug]") {
   Tensor x = randn({16, 8}).requires_grad_();
   Tensor w = randn({8}).requires_grad_();
