@@ -30,6 +30,33 @@ Window window(int64_t i, int64_t in, int64_t k, int64_t s, int64_t pad) {
   return {std::max<int64_t>(b, 0), std::min(e, in), e - b};
 }
 
+// y = max of each 2x2 window at stride 2, unpadded (nearly every CNN's pooling), rows
+// contiguous: branch-free selects, since the general loop's data-dependent branch
+// mispredicted on real activations (8.7 ns per output). Same choices: the first
+// maximum in scan order wins, and the last NaN.
+template <typename T>
+void max_plane_2x2(const T* src, int64_t row_stride, int64_t W, T* y, int64_t* ind, int64_t OH, int64_t OW) {
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const T* r0 = src + 2 * oh * row_stride;
+    const T* r1 = r0 + row_stride;
+    const int64_t base = 2 * oh * W;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      T best = r0[2 * ow];
+      int64_t arg = 0;
+      auto consider = [&](T v, int64_t at) {
+        bool take = v > best || v != v;
+        best = take ? v : best;
+        arg = take ? at : arg;
+      };
+      consider(r0[2 * ow + 1], 1);
+      consider(r1[2 * ow], W);
+      consider(r1[2 * ow + 1], W + 1);
+      y[oh * OW + ow] = best;
+      ind[oh * OW + ow] = base + 2 * ow + arg;
+    }
+  }
+}
+
 template <typename T>
 void max_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) {
   int64_t C = x.shape()[1], H = x.shape()[2], W = x.shape()[3], OH = out.shape()[2], OW = out.shape()[3];
@@ -37,10 +64,13 @@ void max_forward(const Tensor& out, const Tensor& indices, const Tensor& x, cons
   const T* X = static_cast<const T*>(x.data_ptr());
   T* Y = static_cast<T*>(out.data_ptr());
   int64_t* I = static_cast<int64_t*>(indices.data_ptr());
+  const bool pair_windows = p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
+                            p.padding[0] == 0 && p.padding[1] == 0 && xs[3] == 1;
   for_planes(x.shape()[0], C, x.numel(), [&](int64_t n, int64_t c, int64_t plane) {
     const T* src = X + n * xs[0] + c * xs[1];
     T* y = Y + plane * OH * OW;
     int64_t* ind = I + plane * OH * OW;
+    if (pair_windows) return max_plane_2x2(src, xs[2], W, y, ind, OH, OW);
     for (int64_t oh = 0; oh < OH; ++oh) {
       Window wh = window(oh, H, p.kernel[0], p.stride[0], p.padding[0]);
       for (int64_t ow = 0; ow < OW; ++ow) {

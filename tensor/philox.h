@@ -43,13 +43,21 @@ REEL_HD float uniform(uint64_t seed, uint64_t offset, uint64_t i) {
   return to_unit(b.w[i % 4]);
 }
 
-REEL_HD float normal(uint64_t seed, uint64_t offset, uint64_t i) {
-  Block b = generate(seed, offset + i / 2);
+// Box-Muller on one block: the normals of elements 2k and 2k + 1 (r cos, r sin)
+struct NormalPair {
+  float even, odd;
+};
+REEL_HD NormalPair normal_pair(uint64_t seed, uint64_t block) {
+  Block b = generate(seed, block);
   float u1 = (float(b.w[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);  // (0, 1]: log is finite
   float u2 = to_unit(b.w[1]);
   float r = sqrtf(-2.0f * logf(u1));
   float theta = 6.283185307179586f * u2;
-  return (i % 2 == 0) ? r * cosf(theta) : r * sinf(theta);
+  return {r * cosf(theta), r * sinf(theta)};
+}
+REEL_HD float normal(uint64_t seed, uint64_t offset, uint64_t i) {
+  NormalPair pr = normal_pair(seed, offset + i / 2);
+  return i % 2 == 0 ? pr.even : pr.odd;
 }
 
 // blocks a fill of n elements consumes

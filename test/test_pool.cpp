@@ -39,6 +39,30 @@ TEST_CASE("max_pool2d routes the gradient to each window's maximum", "[pool]") {
   CHECK(z.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 0, 4, 0, 0, 0, 0});
 }
 
+TEST_CASE("2x2 max pooling's fast path picks what the general loop picks: ties, NaN, odd sizes", "[pool]") {
+  // Values from {0, 1, 2} (many ties) with NaNs sprinkled in; the transposed view has a
+  // non-unit width stride and so takes the general loop, its contiguous copy the fast path.
+  manual_seed(5);
+  Tensor v = (rand({3, 4, 7, 9}) * 3.0).to(DType::i64).to(DType::f32);
+  float* d = v.data<float>();
+  for (int64_t i = 0; i < v.numel(); i += 11) d[i] = std::nanf("");
+  Tensor general = v.transpose(2, 3).requires_grad_();       // [3, 4, 9, 7], strided
+  Tensor fast = general.detach().contiguous().requires_grad_();
+  REQUIRE(general.stride(3) != 1);
+  Tensor yg = max_pool2d(general), yf = max_pool2d(fast);
+  REQUIRE(yf.shape() == Dims{3, 4, 4, 3});
+  std::vector<float> a = yg.to_vector<float>(), b = yf.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("output " << i);
+    CHECK((std::isnan(a[i]) ? std::isnan(b[i]) : a[i] == b[i]));
+  }
+  // the chosen positions, through the gradient each output routes back
+  Tensor w = arange(1.0, double(yf.numel()) + 1, 1.0).reshape(yf.shape());
+  (yg * w).sum().backward();
+  (yf * w).sum().backward();
+  CHECK(general.grad().contiguous().to_vector<float>() == fast.grad().to_vector<float>());
+}
+
 TEST_CASE("avg_pool2d averages with and without the padding in the count", "[pool]") {
   Tensor x = grid(4, 4);
   CHECK(avg_pool2d(x).to_vector<float>() == std::vector<float>{2.5, 4.5, 10.5, 12.5});
