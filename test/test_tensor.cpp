@@ -151,6 +151,30 @@ TEST_CASE("reductions over chosen dims", "[reduce]") {
   CHECK(sum(big.t(), {1}).to_vector<float>()[17] == 300.0f);
 }
 
+TEST_CASE("sums over the outer and inner dims of a block (NCHW bias gradients) match a plain loop", "[reduce]") {
+  // [A, K, B] summed over A and B: one image per thread, each streamed in memory order;
+  // small (serial) and large (parallel, odd A) shapes, sum and mean, f32 and f64.
+  for (Dims shape : {Dims{3, 4, 2, 5}, Dims{9, 16, 24, 20}, Dims{1, 7, 3, 3}}) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      INFO(shape.str() << " " << dtype_name(dt));
+      manual_seed(3);
+      Tensor x = randn(shape, {.dtype = dt});
+      std::vector<double> v = x.to_vector<double>();
+      int64_t A = shape[0], K = shape[1], B = shape[2] * shape[3];
+      std::vector<double> want(size_t(K), 0.0);
+      for (int64_t a = 0; a < A; ++a)
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t b = 0; b < B; ++b) want[size_t(k)] += v[size_t((a * K + k) * B + b)];
+      std::vector<double> got = sum(x, {0, 2, 3}).to_vector<double>(), avg = mean(x, {0, 2, 3}).to_vector<double>();
+      REQUIRE(got.size() == size_t(K));
+      for (size_t k = 0; k < got.size(); ++k) {
+        CHECK(got[k] == Approx(want[k]).margin(1e-3));
+        CHECK(avg[k] == Approx(want[k] / double(A * B)).margin(1e-5));
+      }
+    }
+  }
+}
+
 TEST_CASE("reduction gradients match finite differences", "[reduce][grad]") {
   using V = std::vector<Tensor>;
   CHECK_GRADIENTS([](const V& v) { return sum(v[0]); }, input({3, 4}));
