@@ -39,15 +39,11 @@ __global__ void __launch_bounds__(kThreads)
     normal_kernel(T* out, int64_t n, T mean, T std, uint64_t seed, uint64_t offset) {
   int64_t blocks = (n + 1) / 2;
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < blocks; j += int64_t(gridDim.x) * blockDim.x) {
-    // philox::normal(seed, offset, i) for i = 2j and 2j + 1, sharing their one block
-    philox::Block b = philox::generate(seed, offset + uint64_t(j));
-    float u1 = (float(b.w[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
-    float u2 = philox::to_unit(b.w[1]);
-    float r = sqrtf(-2.0f * logf(u1));
-    float theta = 6.283185307179586f * u2;
+    // elements 2j and 2j + 1 share block j, as on the CPU
+    philox::NormalPair pr = philox::normal_pair(seed, offset + uint64_t(j));
     int64_t i = 2 * j;
-    out[i] = mad_rn(mean, std, T(r * cosf(theta)));
-    if (i + 1 < n) out[i + 1] = mad_rn(mean, std, T(r * sinf(theta)));
+    out[i] = mad_rn(mean, std, T(pr.even));
+    if (i + 1 < n) out[i + 1] = mad_rn(mean, std, T(pr.odd));
   }
 }
 

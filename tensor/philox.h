@@ -38,10 +38,6 @@ REEL_HD Block generate(uint64_t seed, uint64_t counter) {
 // uniform in [0, 1) with 24 random bits (exactly representable in float)
 REEL_HD float to_unit(uint32_t w) { return float(w >> 8) * (1.0f / 16777216.0f); }
 
-REEL_HD float uniform(uint64_t seed, uint64_t offset, uint64_t i) {
-  Block b = generate(seed, offset + i / 4);
-  return to_unit(b.w[i % 4]);
-}
 
 // Box-Muller on one block: the normals of elements 2k and 2k + 1 (r cos, r sin)
 struct NormalPair {
@@ -54,10 +50,6 @@ REEL_HD NormalPair normal_pair(uint64_t seed, uint64_t block) {
   float r = sqrtf(-2.0f * logf(u1));
   float theta = 6.283185307179586f * u2;
   return {r * cosf(theta), r * sinf(theta)};
-}
-REEL_HD float normal(uint64_t seed, uint64_t offset, uint64_t i) {
-  NormalPair pr = normal_pair(seed, offset + i / 2);
-  return i % 2 == 0 ? pr.even : pr.odd;
 }
 
 // blocks a fill of n elements consumes

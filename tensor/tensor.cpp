@@ -292,9 +292,9 @@ Tensor randint(int64_t low, int64_t high, const Dims& shape, Options opt, Site s
   uint64_t off = reserve(kCPU, philox::uniform_blocks(uint64_t(n)));
   std::vector<int64_t> v(static_cast<size_t>(n));
   uint64_t range = uint64_t(high - low);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; i += 4) {  // element i: word i % 4 of block off + i / 4, each block made once
     philox::Block b = philox::generate(g_seed.load(), off + uint64_t(i) / 4);
-    v[size_t(i)] = low + int64_t(b.w[i % 4] % range);
+    for (int64_t k = 0; k < 4 && i + k < n; ++k) v[size_t(i + k)] = low + int64_t(b.w[k] % range);
   }
   Tensor t = make_tensor(shape, opt.dtype, kCPU, "randint", site);
   store(t.data_ptr(), opt.dtype, v);

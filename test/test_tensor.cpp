@@ -1,5 +1,6 @@
 // Tensor: handles, dtypes, views sharing storage, creation, random numbers, printing.
 #include "gradcheck.h"
+#include "../tensor/philox.h"
 
 using namespace reel;
 using reel::test::input;
@@ -131,6 +132,30 @@ TEST_CASE("item and data check what they are asked for", "[tensor][errors]") {
   CHECK_THROWS_AS(x.data<double>(), Error);
   CHECK(x.data<float>()[1] == 2.0f);
   CHECK_THROWS_AS(Tensor().item<float>(), Error);
+}
+
+TEST_CASE("rand, randn and randint are the Philox words of their blocks, element by element", "[random]") {
+  // The definition the CUDA fills share: after manual_seed(s), element i of the first
+  // fill is word i % 4 of block i / 4 (uniforms, integers), or half i % 2 of the
+  // Box-Muller pair of block i / 2 (normals). Sizes cross the parallel grain and leave
+  // partial blocks.
+  for (int64_t n : {int64_t(7), int64_t(40001)}) {
+    INFO("n = " << n);
+    manual_seed(77);
+    std::vector<float> u = rand({n}).to_vector<float>();
+    manual_seed(77);
+    std::vector<float> g = randn({n}).to_vector<float>();
+    manual_seed(77);
+    std::vector<int64_t> k = randint(-5, 1000, {n}, {.dtype = DType::i64}).to_vector<int64_t>();
+    for (int64_t i = 0; i < n; i += (n > 100 ? 997 : 1)) {
+      philox::Block b = philox::generate(77, uint64_t(i) / 4);
+      CHECK(u[size_t(i)] == philox::to_unit(b.w[i % 4]));
+      CHECK(k[size_t(i)] == -5 + int64_t(b.w[i % 4] % 1005));
+      philox::NormalPair p = philox::normal_pair(77, uint64_t(i) / 2);
+      CHECK(g[size_t(i)] == (i % 2 == 0 ? p.even : p.odd));
+    }
+    CHECK(u[size_t(n - 1)] == philox::to_unit(philox::generate(77, uint64_t(n - 1) / 4).w[(n - 1) % 4]));
+  }
 }
 
 TEST_CASE("reductions over chosen dims", "[reduce]") {
