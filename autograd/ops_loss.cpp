@@ -87,13 +87,22 @@ void check_pair(const OpScope& op, const Tensor& input, const Tensor& target) {
                             describe(target)), op.site);
 }
 
+// The rows whose label is not ignore_index (valid), and the labels with ignored rows
+// pointing at class 0 (safe), so a lookup by label stays in range; callers zero those rows.
+struct UsableLabels {
+  Tensor valid, safe;
+};
+UsableLabels usable_labels(const Tensor& labels, int64_t ignore_index) {
+  Tensor valid = ne(labels, double(ignore_index));
+  return {valid, where(valid, labels, zeros_like(labels))};
+}
+
 // cross_entropy's rule in recorded ops, for a create_graph backward (the fused
 // kernel's result would have no grad_fn, cutting second derivatives through x and g)
 Tensor cross_entropy_composite_grad(const Tensor& g, const Tensor& x, const Tensor& labels, double eps,
                                     int64_t ignore_index) {
   const int64_t C = x.shape()[1];
-  Tensor valid = ne(labels, double(ignore_index));
-  Tensor safe = where(valid, labels, zeros_like(labels));  // ignored rows pick class 0, then are zeroed
+  auto [valid, safe] = usable_labels(labels, ignore_index);
   Tensor target = add(mul(one_hot(safe, C).to(x.dtype()), 1.0 - eps), eps / double(C));
   return mul(sub(softmax(x, 1), target), mul(g, valid.to(g.dtype())).unsqueeze(1));
 }
@@ -134,8 +143,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptio
   OpScope op("nll_loss", site);
   int64_t kept = check_classes(op, log_probs, labels, opt, "log_probs");
   const int64_t C = log_probs.shape()[1];
-  Tensor valid = ne(labels, double(opt.ignore_index));
-  Tensor safe = where(valid, labels, zeros_like(labels));  // ignored rows pick class 0, then are zeroed
+  auto [valid, safe] = usable_labels(labels, opt.ignore_index);
   Tensor losses = mul(gather(log_probs, 1, safe.unsqueeze(1)).squeeze(1), opt.label_smoothing - 1.0);
   if (opt.label_smoothing != 0.0) losses = sub(losses, mul(sum(log_probs, {1}), opt.label_smoothing / double(C)));
   if (kept != log_probs.shape()[0]) losses = where(valid, losses, zeros_like(losses));

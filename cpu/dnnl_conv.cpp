@@ -416,11 +416,13 @@ void CpuBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, cons
   } else {
     dispatch_float(x.dtype(), "conv2d", [&]<typename T>() { backward_weight_loops<T>(gw, gy, x, p); });
   }
-  // gb[o] = sum of gy over n, h, w, through the vectorised reduction: a loop per channel
-  // striding over [N, O, 1, 1] cost 50 us per layer of W2, 10x the reduction.
-  if (gb.defined())
-    reduce(ReduceOp::sum, view_of(gb, {1, gb.numel(), 1, 1}, {gb.numel(), gb.strides()[0], 1, 1}, gb.offset()), gy,
-           {0, 2, 3});
+  // gb[o] = sum of gy over n, h, w, through the vectorised reduction (into gb, fresh and
+  // contiguous, seen as [1, O, 1, 1]): a loop per channel striding over [N, O, 1, 1] cost
+  // 50 us per layer of W2, 10x the reduction.
+  if (gb.defined()) {
+    int64_t O = gb.numel();
+    reduce(ReduceOp::sum, view_of(gb, {1, O, 1, 1}, {O, 1, 1, 1}, gb.offset()), gy, {0, 2, 3});
+  }
 }
 
 }  // namespace reel::cpu
