@@ -98,6 +98,23 @@ TEST_CASE("index_select picks along any dim, for floats and integers", "[index]"
   CHECK(index_select(x, 1, idx({})).shape() == Dims{2, 0, 4});
 }
 
+TEST_CASE("index_select of whole rows, large enough for the thread pool", "[index]") {
+  // the row-gather path: rows of 700 elements, contiguous or strided, picked with repeats
+  manual_seed(11);
+  Tensor x = randn({900, 700});
+  std::vector<int64_t> picks = randint(0, 900, {301}).to_vector<int64_t>();
+  picks[7] = picks[8];
+  for (Tensor src : {x, x.t().contiguous().t()}) {
+    Tensor out = index_select(src, 0, from_vector<int64_t>(picks));
+    REQUIRE(out.shape() == Dims{301, 700});
+    std::vector<float> o = out.to_vector<float>(), all = src.contiguous().to_vector<float>();
+    bool same = true;
+    for (size_t j = 0; j < picks.size(); ++j)
+      for (size_t c = 0; c < 700; ++c) same = same && o[j * 700 + c] == all[size_t(picks[j]) * 700 + c];
+    CHECK(same);
+  }
+}
+
 TEST_CASE("index_select gradients, repeated indices and views", "[index][grad]") {
   Tensor rep = idx({2, 0, 2, 3, 2});
   CHECK_GRADIENTS([rep](const V& v) { return index_select(v[0], 0, rep); }, input({4, 3}));
