@@ -113,20 +113,21 @@ void Optimizer::step(Site site) {
       const Tensor& p = groups_[gi].params[i];
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      std::string where = fmt::format("parameter {} of group {}", i, gi);
+      auto where = [&] { return fmt::format("parameter {} of group {}", i, gi); };  // formatted only to fail
       if (!(g.shape() == p.shape()) || g.dtype() != p.dtype() || !(g.device() == p.device()))
-        fail(name_.c_str(), fmt::format("{} is {} {} {} but its gradient is {} {} {}", where, p.shape().str(),
+        fail(name_.c_str(), fmt::format("{} is {} {} {} but its gradient is {} {} {}", where(), p.shape().str(),
                                         dtype_name(p.dtype()), p.device().str(), g.shape().str(),
                                         dtype_name(g.dtype()), g.device().str()), site);
       if (p.dtype() != DType::f32 && p.dtype() != DType::f64)
-        fail(name_.c_str(), fmt::format("{} is {}; optimizers step f32 and f64 parameters", where,
+        fail(name_.c_str(), fmt::format("{} is {}; optimizers step f32 and f64 parameters", where(),
                                         dtype_name(p.dtype())), site);
-      if (!p.is_contiguous()) fail(name_.c_str(), where + " is not contiguous", site);
+      if (!p.is_contiguous()) fail(name_.c_str(), where() + " is not contiguous", site);
     }
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     Group& grp = groups_[gi];
     const OptimStep& h = grp.hyper;
     std::vector<Bucket> buckets;
+    buckets.reserve(2);
     for (size_t i = 0; i < grp.params.size(); ++i) {
       const Tensor& p = grp.params[i];
       Tensor g = p.grad();
@@ -139,7 +140,10 @@ void Optimizer::step(Site site) {
       Bucket* b = nullptr;
       for (Bucket& x : buckets)
         if (x.device == p.device() && x.step == st.step && x.fresh == fresh) b = &x;
-      if (!b) b = &buckets.emplace_back(Bucket{p.device(), st.step, fresh, {}, {}, {}, {}, {}});
+      if (!b) {
+        b = &buckets.emplace_back(Bucket{p.device(), st.step, fresh, {}, {}, {}, {}, {}});
+        for (std::vector<Tensor>* v : {&b->p, &b->g, &b->s1, &b->s2, &b->s3}) v->reserve(grp.params.size());
+      }
       b->p.push_back(p);
       b->g.push_back(g);
       if (needs(h, 0)) b->s1.push_back(st.s1);
