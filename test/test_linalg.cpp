@@ -103,6 +103,33 @@ TEST_CASE("matmul in f32 (oneDNN) agrees with f64 (loops), strided operands incl
   check_close(bmm(at, b).to_vector<double>(), reference_bmm(a, b), 1e-4);
 }
 
+TEST_CASE("f32 products of many shapes agree with f64, tiny ones (plain loops) included", "[linalg]") {
+  // below 4096 multiply-adds f32 runs on the loops, above on oneDNN; odd N, M and K,
+  // transposed and strided operands
+  manual_seed(4);
+  for (int64_t N : {1, 7, 8, 9, 16, 24, 33, 64, 65}) {
+    for (int64_t M : {1, 5, 9, 128}) {
+      for (int64_t K : {1, 3, 64, 300}) {
+        CAPTURE(M, N, K);
+        Tensor x = randn({M, K}), w = randn({N, K}), b = randn({N});
+        for (bool relu : {false, true}) {
+          Tensor f = relu ? linear_relu(x, w, b) : linear(x, w, b);  // w read transposed
+          Tensor d = relu ? linear_relu(x.to(DType::f64), w.to(DType::f64), b.to(DType::f64))
+                          : linear(x.to(DType::f64), w.to(DType::f64), b.to(DType::f64));
+          check_close(f.to_vector<double>(), d.to_vector<double>(), 1e-4);
+        }
+        Tensor wt = randn({K, N});
+        check_close(matmul(x.t().contiguous().t(), wt).to_vector<double>(),
+                    matmul(x.to(DType::f64), wt.to(DType::f64)).to_vector<double>(), 1e-4);
+      }
+    }
+  }
+  Tensor a = randn({4, 9, 20}), b = randn({4, 20, 12});  // batched, and a broadcast batch
+  check_close(bmm(a, b).to_vector<double>(), reference_bmm(a, b), 1e-4);
+  check_close(matmul(a, b[1]).to_vector<double>(), matmul(a.to(DType::f64), b[1].to(DType::f64)).to_vector<double>(),
+              1e-4);
+}
+
 TEST_CASE("matmul with an empty inner dim gives zeros", "[linalg]") {
   Tensor c = matmul(zeros({2, 0}), zeros({0, 3}));
   CHECK(c.shape() == Dims{2, 3});
