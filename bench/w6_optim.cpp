@@ -21,26 +21,31 @@ int main(int argc, char** argv) {
     p.set_grad(randn({n}, {.device = t.device}) * 1e-3);
     params.push_back(p);
   }
-  // ms per call of f, `steps` calls per repetition, after 2 warm-up calls
-  auto time_ms = [&](auto&& f) {
-    for (int i = 0; i < 2; ++i) f();
-    std::vector<double> v;
-    for (int rep = 0; rep < args.reps; ++rep) {
-      t.sync();
-      double t0 = bench::now_s();
-      for (int64_t i = 0; i < steps; ++i) f();
-      t.sync();
-      v.push_back(1e3 * (bench::now_s() - t0) / double(steps));
-    }
-    return v;
+  // ms per call of f over `steps` calls, appended to v
+  auto time_into = [&](std::vector<double>& v, auto&& f) {
+    t.sync();
+    double t0 = bench::now_s();
+    for (int64_t i = 0; i < steps; ++i) f();
+    t.sync();
+    v.push_back(1e3 * (bench::now_s() - t0) / double(steps));
   };
   Tensor a = randn({int64_t(kParams)}, {.device = t.device}), b = randn({int64_t(kParams)}, {.device = t.device});
-  std::vector<double> add_ms = time_ms([&] { a += b; });
-  double gbs = 12 * kParams / (bench::stats_of(add_ms).median * 1e-3) / 1e9;
   optim::Adam adam(params, {.lr = 1e-3});
-  std::vector<double> adam_ms = time_ms([&] { adam.step(); });
   optim::SGD sgd(params, {.lr = 0.01, .momentum = 0.9});
-  std::vector<double> sgd_ms = time_ms([&] { sgd.step(); });
+  auto add_step = [&] { a += b; };
+  auto adam_step = [&] { adam.step(); };
+  auto sgd_step = [&] { sgd.step(); };
+  for (int i = 0; i < 2; ++i) add_step(), adam_step(), sgd_step();  // warm-up
+  // The floor and the steps alternate within each repetition: this machine's memory
+  // bandwidth drifts over seconds, and a floor measured before all the steps compared them
+  // with another moment's bandwidth.
+  std::vector<double> add_ms, adam_ms, sgd_ms;
+  for (int rep = 0; rep < args.reps; ++rep) {
+    time_into(add_ms, add_step);
+    time_into(adam_ms, adam_step);
+    time_into(sgd_ms, sgd_step);
+  }
+  double gbs = 12 * kParams / (bench::stats_of(add_ms).median * 1e-3) / 1e9;
   double adam_floor = 28 * kParams / (gbs * 1e9) * 1e3, sgd_floor = 20 * kParams / (gbs * 1e9) * 1e3;
   auto with = [&](double floor_ms, const std::vector<double>& v) {
     char s[160];
@@ -57,7 +62,8 @@ int main(int argc, char** argv) {
     // The GPU floor: a device-to-device copy of a into c (cudaMemcpyAsync, 8 bytes per
     // element moved), the bandwidth the GPU targets of W6 are stated against.
     Tensor c = empty({int64_t(kParams)}, {.device = t.device});
-    std::vector<double> copy_ms = time_ms([&] { c.copy_(a); });
+    std::vector<double> copy_ms;
+    for (int rep = 0; rep < args.reps; ++rep) time_into(copy_ms, [&] { c.copy_(a); });
     double d2d_gbs = 8 * kParams / (bench::stats_of(copy_ms).median * 1e-3) / 1e9;
     char s[96];
     std::snprintf(s, sizeof s, "\"d2d_gbs\": %.2f", d2d_gbs);
