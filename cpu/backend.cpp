@@ -23,7 +23,11 @@ namespace reel::cpu {
 // so that a steady-state step allocates nothing.
 namespace {
 constexpr size_t kSmallMax = size_t(1) << 16;
+#ifdef __SANITIZE_ADDRESS__
+constexpr size_t kCacheLimit = 0;  // every block freed, so that AddressSanitizer sees a use after free
+#else
 constexpr size_t kCacheLimit = size_t(2) << 30;
+#endif
 
 struct BlockCache {
   std::mutex mu;
