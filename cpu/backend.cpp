@@ -19,8 +19,8 @@ namespace reel::cpu {
 // ---- memory: 64-byte aligned, and cached: a fresh multi-megabyte block page-faults
 // on first touch every training step, and glibc's aligned allocation of the small
 // blocks (~76 per W1 step) took ~4% of the step. Blocks are rounded to a size class
-// (powers of two below 64 KiB, 4 KiB multiples above) and kept per class in vectors,
-// so that a steady-state step allocates nothing.
+// (see size_class) and kept per class in vectors, so that a steady-state step
+// allocates nothing.
 namespace {
 constexpr size_t kSmallMax = size_t(1) << 16;
 #ifdef __SANITIZE_ADDRESS__
@@ -38,7 +38,12 @@ BlockCache& cache() {
   static BlockCache* c = new BlockCache();  // never destroyed: tensors may die after main
   return *c;
 }
-size_t size_class(size_t n) { return n < kSmallMax ? std::max<size_t>(64, std::bit_ceil(n)) : (n + 4095) & ~size_t(4095); }
+// Below 64 KiB: four classes per power of two (at most 25% over the request), 64-byte multiples.
+size_t size_class(size_t n) {
+  if (n >= kSmallMax) return (n + 4095) & ~size_t(4095);
+  size_t step = std::max<size_t>(64, std::bit_ceil(n) / 8);
+  return (n + step - 1) / step * step;
+}
 }  // namespace
 
 void* CpuBackend::allocate(size_t nbytes) {
