@@ -82,18 +82,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Si
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Site site = {});
 
 // ---- convolution and pooling, NCHW
+// A pair of sizes (height, width) written as one number when both are equal:
+// `.stride = 2` or `.padding = {1, 2}`. (Plain int64_t[2] fields took `.padding = 1`
+// as {1, 0}: padding on the height only, silently.)
+struct Size2 {
+  int64_t h = 0, w = 0;
+  Size2(int64_t both = 0) : h(both), w(both) {}
+  Size2(int64_t h, int64_t w) : h(h), w(w) {}
+  int64_t operator[](int i) const { return i == 0 ? h : w; }
+};
 struct Conv2dOptions {
-  int64_t stride[2] = {1, 1};
-  int64_t padding[2] = {0, 0};
-  int64_t dilation[2] = {1, 1};
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
   int64_t groups = 1;
 };
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {}, Site site = {});
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {}, Site site = {});
 struct Pool2dOptions {
-  int64_t kernel[2] = {2, 2};
-  int64_t stride[2] = {0, 0};  // 0: the kernel size
-  int64_t padding[2] = {0, 0};
+  Size2 kernel = 2;
+  Size2 stride = 0;  // 0: the kernel size
+  Size2 padding = 0;
   bool count_include_pad = true;
 };
 Tensor max_pool2d(const Tensor& x, Pool2dOptions opt = {}, Site site = {});

@@ -41,14 +41,10 @@ ConvParams recall(const Node& n) {
 }
 
 Conv2dOptions options_of(const ConvParams& p) {
-  Conv2dOptions o;
-  for (int i = 0; i < 2; ++i) {
-    o.stride[i] = p.stride[i];
-    o.padding[i] = p.padding[i];
-    o.dilation[i] = p.dilation[i];
-  }
-  o.groups = p.groups;
-  return o;
+  return {.stride = {p.stride[0], p.stride[1]},
+          .padding = {p.padding[0], p.padding[1]},
+          .dilation = {p.dilation[0], p.dilation[1]},
+          .groups = p.groups};
 }
 
 // ---- the two gradients as recorded ops, for a create_graph backward. Both are

@@ -63,14 +63,10 @@ PoolParams recall(const Node& n) {
 }
 
 Pool2dOptions options_of(const PoolParams& p) {
-  Pool2dOptions o;
-  for (int i = 0; i < 2; ++i) {
-    o.kernel[i] = p.kernel[i];
-    o.stride[i] = p.stride[i];
-    o.padding[i] = p.padding[i];
-  }
-  o.count_include_pad = p.count_include_pad;
-  return o;
+  return {.kernel = {p.kernel[0], p.kernel[1]},
+          .stride = {p.stride[0], p.stride[1]},
+          .padding = {p.padding[0], p.padding[1]},
+          .count_include_pad = p.count_include_pad};
 }
 
 // ---- the input gradients as recorded ops, for a create_graph backward. Each is

@@ -1,6 +1,8 @@
 // 2-D convolution, NCHW; weight [O, C/groups, KH, KW]. Compute-bound.
 // f32: oneDNN convolution primitives on the layouts oneDNN picks for the shape
-// (blocked, as a rule), our plain tensors reordered in and out around them.
+// (blocked, as a rule), our plain tensors reordered in and out around them, with the
+// algorithm oneDNN picks (Winograd for most 3x3 stride-1 shapes) unless the user set
+// ConvAlgorithm::direct.
 // Two shapes are a GEMM in disguise and run as one (cpu/dnnl_matmul.cpp), in f32
 // and f64 alike: a 1x1 kernel at stride 1 without padding (y[n] = W x[n], pixels as
 // columns) and a kernel covering the whole unpadded input (y = x W^T, images as rows),
@@ -11,6 +13,7 @@
 
 #include "cpu_backend.h"
 #include "dnnl_common.h"
+#include "../tensor/parallel.h"
 #include "loops.h"
 
 namespace reel::cpu {
@@ -131,13 +134,19 @@ ConvShape conv_shape(const Dims& xs, const Dims& ws, const Dims& ys, const ConvP
   return c;
 }
 
+// oneDNN's choice (Winograd where faster) unless the user asked for direct sums
+dnnl::algorithm conv_alg() {
+  return conv_algorithm() == ConvAlgorithm::direct ? dnnl::algorithm::convolution_direct
+                                                   : dnnl::algorithm::convolution_auto;
+}
+
 dnnl::convolution_forward::primitive_desc forward_pd(const ConvShape& c, bool bias, bool relu) {
   dnnl::post_ops ops;
   if (relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
   auto kind = dnnl::prop_kind::forward_training;
-  auto alg = dnnl::algorithm::convolution_direct;
+  auto alg = conv_alg();
   auto desc = bias ? dnnl::convolution_forward::desc(kind, alg, c.x, c.w, c.bias, c.y, c.strides, c.dilates, c.pad_l,
                                                      c.pad_r)
                    : dnnl::convolution_forward::desc(kind, alg, c.x, c.w, c.y, c.strides, c.dilates, c.pad_l, c.pad_r);
@@ -193,6 +202,7 @@ void key_of(PlanKey& k, const Tensor& t) {
 void key_of(PlanKey& k, const ConvParams& p) {
   for (int i = 0; i < 2; ++i) k.add(p.stride[i]), k.add(p.padding[i]), k.add(p.dilation[i]);
   k.add(p.groups);
+  k.add(int64_t(conv_algorithm()));
 }
 
 struct FwdPlan {
@@ -237,7 +247,7 @@ void backward_data_dnnl(const Tensor& gx, const Tensor& gy_in, const Tensor& w_i
   DataPlan& plan = cache.get(key, [&] {
     ConvShape c = conv_shape(gx.shape(), w.shape(), gy.shape(), p);
     auto hint = forward_pd(c, false, false);
-    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, c.x, c.w, c.y, c.strides,
+    dnnl::convolution_backward_data::desc desc(conv_alg(), c.x, c.w, c.y, c.strides,
                                                c.dilates, c.pad_l, c.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_engine(), hint);
     return DataPlan{dnnl::convolution_backward_data(pd), make_port(strided_desc(gy), pd.diff_dst_desc(), true),
@@ -266,7 +276,7 @@ void backward_weight_dnnl(const Tensor& gw, const Tensor& gb, const Tensor& gy_i
   WeightPlan& plan = cache.get(key, [&] {
     ConvShape c = conv_shape(x.shape(), gw.shape(), gy.shape(), p);
     auto hint = forward_pd(c, gb.defined(), false);
-    auto alg = dnnl::algorithm::convolution_direct;
+    auto alg = conv_alg();
     auto desc = gb.defined() ? dnnl::convolution_backward_weights::desc(alg, c.x, c.w, c.bias, c.y, c.strides,
                                                                          c.dilates, c.pad_l, c.pad_r)
                              : dnnl::convolution_backward_weights::desc(alg, c.x, c.w, c.y, c.strides, c.dilates,

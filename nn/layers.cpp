@@ -95,9 +95,9 @@ Tensor Conv2d::forward_impl(const Tensor& x, bool relu) {
   if (x.dim() != 4 || x.size(1) != in_channels)
     fail("Conv2d", fmt::format("expected input [N, {}, H, W], got {}", in_channels, x.shape().str()), kNoSite);
   reel::Conv2dOptions o;
-  o.stride[0] = options.stride.h, o.stride[1] = options.stride.w;
-  o.padding[0] = options.padding.h, o.padding[1] = options.padding.w;
-  o.dilation[0] = options.dilation.h, o.dilation[1] = options.dilation.w;
+  o.stride = options.stride;
+  o.padding = options.padding;
+  o.dilation = options.dilation;
   o.groups = options.groups;
   return relu ? conv2d_relu(x, weight, bias, o) : conv2d(x, weight, bias, o);
 }
@@ -124,9 +124,9 @@ reel::Pool2dOptions pool_options(const char* layer, Size2 kernel, const Pool2dOp
     throw Error(fmt::format("{}: padding {} must be at most half of kernel_size {}", layer, pair_str(o.padding),
                             pair_str(kernel)));
   reel::Pool2dOptions p;
-  p.kernel[0] = kernel.h, p.kernel[1] = kernel.w;
-  p.stride[0] = stride.h, p.stride[1] = stride.w;
-  p.padding[0] = o.padding.h, p.padding[1] = o.padding.w;
+  p.kernel = kernel;
+  p.stride = stride;
+  p.padding = o.padding;
   p.count_include_pad = o.count_include_pad;
   return p;
 }

@@ -19,12 +19,8 @@
 namespace reel::nn {
 
 // A pair of sizes (height, width) written as one number when both are equal:
-// `.stride = 2` or `.padding = {1, 2}`.
-struct Size2 {
-  int64_t h = 0, w = 0;
-  Size2(int64_t both = 0) : h(both), w(both) {}
-  Size2(int64_t h, int64_t w) : h(h), w(w) {}
-};
+// `.stride = 2` or `.padding = {1, 2}` (the functional options' type, autograd/ops.h).
+using reel::Size2;
 
 // y = x W^T + b. x [*, in] -> y [*, out]; weight [out, in], bias [out].
 // Init: weight kaiming_uniform(a = sqrt 5), bias U(-1/sqrt(in), 1/sqrt(in)).

@@ -47,6 +47,11 @@ void set_pool(bool on) {
 #endif
 }  // namespace
 
+std::atomic<ConvAlgorithm> g_conv_algorithm{ConvAlgorithm::fastest};
+
+void set_conv_algorithm(ConvAlgorithm algorithm) { g_conv_algorithm.store(algorithm, std::memory_order_relaxed); }
+ConvAlgorithm conv_algorithm() { return g_conv_algorithm.load(std::memory_order_relaxed); }
+
 void set_flush_subnormals(bool on) { g_flush.store(on, std::memory_order_relaxed); }
 bool flush_subnormals() { return g_flush.load(std::memory_order_relaxed); }
 

@@ -142,6 +142,36 @@ TEST_CASE("conv2d gradients in f32 (oneDNN) agree with f64 (loops)", "[conv][gra
   check_backward_agrees({2, 3, 5, 5}, {4, 3, 1, 1}, {.stride = {2, 2}}, false);
 }
 
+TEST_CASE("both CPU convolution algorithms agree with f64, forward and backward", "[conv][grad]") {
+  // a batch of 64 3x3 stride-1 convolutions: oneDNN's own choice (`fastest`) takes
+  // Winograd F(4x4, 3x3) for it on AVX-512 machines; `direct` sums the products as written
+  manual_seed(17);
+  Tensor x = randn({64, 8, 16, 16}), w = randn({8, 8, 3, 3}), b = randn({8});
+  std::vector<double> want = reference_conv(x, w, b, {.padding = 1});
+  REQUIRE(conv_algorithm() == ConvAlgorithm::fastest);  // the default
+  for (ConvAlgorithm a : {ConvAlgorithm::fastest, ConvAlgorithm::direct}) {
+    set_conv_algorithm(a);
+    CAPTURE(int(a));
+    CHECK(conv_algorithm() == a);
+    check_close(conv2d(x, w, b, {.padding = 1}).to_vector<double>(), want, 1e-4);
+    check_backward_agrees({64, 8, 16, 16}, {8, 8, 3, 3}, {.padding = 1}, true);
+  }
+  set_conv_algorithm(ConvAlgorithm::fastest);
+}
+
+TEST_CASE("conv and pool options: one number sets both dims", "[conv]") {
+  // `.padding = 1` is {1, 1} (a plain int64_t[2] field once took it as {1, 0})
+  Tensor x = randn({2, 3, 6, 7}), w = randn({4, 3, 3, 3});
+  Tensor one = conv2d(x, w, {}, {.stride = 2, .padding = 1, .dilation = 1});
+  CHECK(one.shape() == Dims{2, 4, 3, 4});
+  CHECK(allclose(one, conv2d(x, w, {}, {.stride = {2, 2}, .padding = {1, 1}, .dilation = {1, 1}})));
+  CHECK(conv2d(x, w, {}, {.padding = {1, 0}}).shape() == Dims{2, 4, 6, 5});
+  Tensor pooled = max_pool2d(x, {.kernel = 3, .stride = 1, .padding = 1});
+  CHECK(pooled.shape() == Dims{2, 3, 6, 7});
+  CHECK(allclose(pooled, max_pool2d(x, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}})));
+  CHECK(avg_pool2d(x, {.kernel = 2}).shape() == Dims{2, 3, 3, 3});
+}
+
 TEST_CASE("conv2d gradients match finite differences", "[conv][grad]") {
   auto conv = [](Conv2dOptions o) { return [o](const V& v) { return conv2d(v[0], v[1], v[2], o); }; };
   CHECK_GRADIENTS(conv({}), input({2, 2, 4, 5}), input({3, 2, 2, 3}), input({3}));
