@@ -281,7 +281,7 @@ void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& pa
       begin = starts[i + 1];
     }
   };
-  // Every thread takes an equal share of all the elements, cut at 64-byte multiples. (Cutting
+  // Every thread takes an equal share of all the elements, cut at multiples of 16. (Cutting
   // into fixed chunks dealt out in turn gave W1's first thread 90% of the step: its
   // 100K-element weight is 6 of the 12 chunks.)
   if (total >= kParallelGrain) {

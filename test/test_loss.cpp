@@ -17,6 +17,13 @@ Tensor logits4(DType dt = DType::f64) {
   return tensor({{1.0, 2.0, 0.5}, {0.1, -1.0, 3.0}, {2.0, 2.0, 2.0}, {-0.5, 0.0, 0.5}}, {.dtype = dt});
 }
 Tensor labels4() { return from_vector<int64_t>({1, 2, -100, 0}); }
+// Five rows of six classes, without and with an ignored row; and cross_entropy on them as a
+// function of the logits, for the gradient checks.
+Tensor labels5() { return from_vector<int64_t>({1, 2, 5, 0, 2}); }
+Tensor labels5_ignored() { return from_vector<int64_t>({1, -100, 5, 0, 3}); }
+auto ce(const Tensor& y, CrossEntropyOptions o) {
+  return [y, o](const V& v) { return cross_entropy(v[0], y, o); };
+}
 
 std::string message_of(const std::function<void()>& f) {
   try {
@@ -137,11 +144,7 @@ TEST_CASE("cross_entropy f32: masked (-inf) logits are exact zeros, NaN propagat
 }
 
 TEST_CASE("cross_entropy gradients match finite differences", "[loss][grad]") {
-  Tensor y = from_vector<int64_t>({1, 2, 5, 0, 2});
-  Tensor yi = from_vector<int64_t>({1, -100, 5, 0, 3});
-  auto ce = [](const Tensor& y, CrossEntropyOptions o) {
-    return [y, o](const V& v) { return cross_entropy(v[0], y, o); };
-  };
+  Tensor y = labels5(), yi = labels5_ignored();
   CHECK_GRADIENTS(ce(y, {.reduction = Reduction::none}), input({5, 6}, -3, 3));
   CHECK_GRADIENTS(ce(y, {}), input({5, 6}, -3, 3));
   CHECK_GRADIENTS(ce(y, {.reduction = Reduction::sum, .label_smoothing = 0.3}), input({5, 6}, -3, 3));
@@ -162,11 +165,7 @@ TEST_CASE("cross_entropy is twice differentiable (create_graph)", "[loss][grad][
   Tensor hv = autograd::grad({(g * tensor({{1.0, 0.0}}, {.dtype = DType::f64})).sum()}, {x})[0];
   CHECK(hv.to_vector<double>() == std::vector<double>{0.25, -0.25});
 
-  Tensor y = from_vector<int64_t>({1, 2, 5, 0, 2});
-  Tensor yi = from_vector<int64_t>({1, -100, 5, 0, 3});
-  auto ce = [](const Tensor& y, CrossEntropyOptions o) {
-    return [y, o](const V& v) { return cross_entropy(v[0], y, o); };
-  };
+  Tensor y = labels5(), yi = labels5_ignored();
   CHECK_SECOND_GRADIENTS(ce(y, {.reduction = Reduction::none}), input({5, 6}, -3, 3));
   CHECK_SECOND_GRADIENTS(ce(y, {}), input({5, 6}, -3, 3));
   CHECK_SECOND_GRADIENTS(ce(y, {.reduction = Reduction::sum, .label_smoothing = 0.3}), input({5, 6}, -3, 3));
