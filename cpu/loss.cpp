@@ -104,46 +104,6 @@ void ce_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits, c
   }
 }
 
-// One row of g[c] = scale e^(x[c] - v) - shift.
-template <typename T>
-void grad_row(T* g, int64_t gcs, const T* x, int64_t cs, int64_t C, T scale, T v, T shift) {
-  if (cs == 1 && gcs == 1) {
-    // Flushed: over many classes most e^(x - lse) / N land below FLT_MIN, and the
-    // weight-gradient GEMM that reads them ran 3x slower on the subnormal operands (W8).
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      T gc = scale * vexp<T>(x[c] - v) - shift;
-      if constexpr (std::is_same_v<T, float>) gc = flush_subnormal(gc);
-      g[c] = gc;
-    }
-  } else {
-    for (int64_t c = 0; c < C; ++c) g[c * gcs] = scale * vexp<T>(x[c * cs] - v) - shift;
-  }
-}
-
-// grad_row for up to 8 rows of C <= kFewClasses values, the rows in the vector lanes (as lse_8_rows)
-template <typename T>
-void ce_grad_8_rows(T* g, int64_t grs, int64_t gcs, const T* x, int64_t rs, int64_t cs, int64_t C, int64_t rows,
-                    const T* scale, int64_t ss, const T* lse, int64_t ls, T off) {
-  T t[kFewClasses][8], sc[8], v[8];
-  for (int64_t r = 0; r < 8; ++r) {
-    const int64_t n = std::min(r, rows - 1);
-    sc[r] = scale[n * ss];
-    v[r] = lse[n * ls];
-    for (int64_t c = 0; c < C; ++c) t[c][r] = x[n * rs + c * cs];
-  }
-  for (int64_t c = 0; c < C; ++c) {
-#pragma omp simd
-    for (int r = 0; r < 8; ++r) {
-      T gc = sc[r] * vexp<T>(t[c][r] - v[r]) - off * sc[r];
-      if constexpr (std::is_same_v<T, float>) gc = flush_subnormal(gc);
-      t[c][r] = gc;
-    }
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < C; ++c) g[r * grs + c * gcs] = t[c][r];
-}
-
 // g[n, c] = gloss[n] (exp(x[n, c] - lse[n]) - (1-eps) [c == y[n]] - eps/C); 0 on ignored rows
 template <typename T>
 void ce_backward(const Tensor& glogits, const Tensor& glosses, const Tensor& logits, const Tensor& lse,
@@ -160,22 +120,29 @@ void ce_backward(const Tensor& glogits, const Tensor& glosses, const Tensor& log
   const int64_t ys = labels.strides()[0];
   T* g = glogits.data<T>();
   const T on = T(1 - eps), off = T(eps / double(C));
-  const bool few = C <= kFewClasses;
-#pragma omp parallel for schedule(static) if (N * C >= kParallelGrain && N > 8)
-  for (int64_t b = 0; b < N; b += 8) {
-    const int64_t rows = std::min<int64_t>(8, N - b);
-    if (few) ce_grad_8_rows(g + b * grs, grs, gcs, x + b * rs, rs, cs, C, rows, gl + b * gs, gs, l + b * ls, ls, off);
-    for (int64_t n = b; n < b + rows; ++n) {
-      T* grow = g + n * grs;
-      int64_t label = y[n * ys];
-      if (label == ignore) {  // written as zero, not 0 * g: g may be inf/nan when every row is ignored
-        for (int64_t c = 0; c < C; ++c) grow[c * gcs] = 0;
-        continue;
-      }
-      const T scale = gl[n * gs];
-      if (!few) grad_row(grow, gcs, x + n * rs, cs, C, scale, l[n * ls], off * scale);
-      grow[label * gcs] -= on * scale;
+#pragma omp parallel for schedule(static) if (N * C >= kParallelGrain && N > 1)
+  for (int64_t n = 0; n < N; ++n) {
+    T* grow = g + n * grs;
+    int64_t label = y[n * ys];
+    if (label == ignore) {  // written as zero, not 0 * g: g may be inf/nan when every row is ignored
+      for (int64_t c = 0; c < C; ++c) grow[c * gcs] = 0;
+      continue;
     }
+    const T* row = x + n * rs;
+    const T scale = gl[n * gs], v = l[n * ls], shift = off * scale;
+    if (cs == 1 && gcs == 1) {
+      // Flushed: over many classes most e^(x - lse) / N land below FLT_MIN, and the
+      // weight-gradient GEMM that reads them ran 3x slower on the subnormal operands (W8).
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        T gc = scale * vexp<T>(row[c] - v) - shift;
+        if constexpr (std::is_same_v<T, float>) gc = flush_subnormal(gc);
+        grow[c] = gc;
+      }
+    } else {
+      for (int64_t c = 0; c < C; ++c) grow[c * gcs] = scale * vexp<T>(row[c * cs] - v) - shift;
+    }
+    grow[label * gcs] -= on * scale;
   }
 }
 

@@ -24,6 +24,18 @@ Tensor labels5_ignored() { return from_vector<int64_t>({1, -100, 5, 0, 3}); }
 auto ce(const Tensor& y, CrossEntropyOptions o) {
   return [y, o](const V& v) { return cross_entropy(v[0], y, o); };
 }
+// The (labels, options) cases both the first- and the second-order checks run on [5, 6] logits.
+struct CeCase {
+  bool ignored;  // labels5_ignored() instead of labels5()
+  CrossEntropyOptions opt;
+};
+const CeCase kCeCases[] = {
+    {false, {.reduction = Reduction::none}},
+    {false, {}},
+    {false, {.reduction = Reduction::sum, .label_smoothing = 0.3}},
+    {true, {.label_smoothing = 0.1}},
+    {false, {.reduction = Reduction::none, .ignore_index = 2}},
+};
 
 std::string message_of(const std::function<void()>& f) {
   try {
@@ -145,11 +157,7 @@ TEST_CASE("cross_entropy f32: masked (-inf) logits are exact zeros, NaN propagat
 
 TEST_CASE("cross_entropy gradients match finite differences", "[loss][grad]") {
   Tensor y = labels5(), yi = labels5_ignored();
-  CHECK_GRADIENTS(ce(y, {.reduction = Reduction::none}), input({5, 6}, -3, 3));
-  CHECK_GRADIENTS(ce(y, {}), input({5, 6}, -3, 3));
-  CHECK_GRADIENTS(ce(y, {.reduction = Reduction::sum, .label_smoothing = 0.3}), input({5, 6}, -3, 3));
-  CHECK_GRADIENTS(ce(yi, {.label_smoothing = 0.1}), input({5, 6}, -3, 3));
-  CHECK_GRADIENTS(ce(y, {.reduction = Reduction::none, .ignore_index = 2}), input({5, 6}, -3, 3));
+  for (const CeCase& c : kCeCases) CHECK_GRADIENTS(ce(c.ignored ? yi : y, c.opt), input({5, 6}, -3, 3));
   // non-contiguous logits: a transposed view [5, 6] of a [6, 5] tensor
   CHECK_GRADIENTS([y](const V& v) { return cross_entropy(v[0].t(), y, {.label_smoothing = 0.2}); },
                   input({6, 5}, -3, 3));
@@ -166,11 +174,7 @@ TEST_CASE("cross_entropy is twice differentiable (create_graph)", "[loss][grad][
   CHECK(hv.to_vector<double>() == std::vector<double>{0.25, -0.25});
 
   Tensor y = labels5(), yi = labels5_ignored();
-  CHECK_SECOND_GRADIENTS(ce(y, {.reduction = Reduction::none}), input({5, 6}, -3, 3));
-  CHECK_SECOND_GRADIENTS(ce(y, {}), input({5, 6}, -3, 3));
-  CHECK_SECOND_GRADIENTS(ce(y, {.reduction = Reduction::sum, .label_smoothing = 0.3}), input({5, 6}, -3, 3));
-  CHECK_SECOND_GRADIENTS(ce(yi, {.label_smoothing = 0.1}), input({5, 6}, -3, 3));
-  CHECK_SECOND_GRADIENTS(ce(y, {.reduction = Reduction::none, .ignore_index = 2}), input({5, 6}, -3, 3));
+  for (const CeCase& c : kCeCases) CHECK_SECOND_GRADIENTS(ce(c.ignored ? yi : y, c.opt), input({5, 6}, -3, 3));
   CHECK_SECOND_GRADIENTS(ce(yi, {.reduction = Reduction::mean, .label_smoothing = 1.0}), input({5, 6}, -3, 3));
   CHECK_SECOND_GRADIENTS([y](const V& v) { return cross_entropy(v[0].t(), y, {.label_smoothing = 0.2}); },
                          input({6, 5}, -3, 3));
