@@ -26,15 +26,17 @@
 # Time: the whole script fits in 10 minutes on an H100 with 16 cores. Every step runs under a
 # limit that is also cut to what is left of GPU_CHECK_BUDGET, so the script ends in time
 # whatever happens; a step cut short says TIMEOUT. The plan, counted:
-#   - build, ~180 s: 15 CUDA sources (reduce.cu, norm.cu, softmax.cu, the elementwise files:
-#     each instantiates its kernels for 7-9 dtypes; ~60-100 s of nvcc each on one core), ~60
-#     library .cpp, ~30 test files, 10 benchmarks: ~35 min of one core on the development
-#     machine's .ninja_log, ~25 min on a faster core, /16 cores -> ~100 s plus the longest
-#     single nvcc job on the critical path (~90 s): limit 240 s.
-#   - tests, ~90 s wall: the CPU suite (~550 ctest cases, ~4 min of one core: ~25 s on 12
-#     cores) beside reel_cuda_tests, whose time is W1's one epoch on the CPU (~6 s at 4
-#     threads) and on the GPU (~2 s), the 2^31-element test (~8 GiB of traffic: < 0.1 s of
-#     HBM) and ~400 small ops compared against the CPU (< 10 s); limit 150 s.
+#   - build, ~180 s: 15 CUDA sources (reduce.cu, binary.cu, copy.cu, norm.cu, softmax.cu...:
+#     each instantiates its kernels for 7-9 dtypes), ~60 library .cpp, ~35 test files, 10
+#     benchmarks: ~105 compile jobs. The development machine's .ninja_log (2 cores shared by
+#     8 builds, so ~5-10x inflated) sums 40 min, the longest jobs cpu/elementwise.cpp and
+#     binary.cu; on 16 unshared cores that is ~4-8 min of CPU, ~30 s of wall time, plus the
+#     longest single job on the critical path (~60-90 s): limit 240 s.
+#   - tests, ~60 s wall: the CPU suite (199 ctest cases; their times sum to 570 s on the
+#     loaded 2-core machine, longest 36 s: ~30 s on 12 cores) beside reel_cuda_tests, whose
+#     time is W1's one epoch on the CPU (~6 s at 4 threads) and on the GPU (~2 s), the
+#     2^31-element tests (~20 GiB of traffic: < 0.1 s of HBM) and ~500 small ops compared
+#     against the CPU (< 10 s); limit 150 s.
 #   - compute-sanitizer, ~120 s: memcheck slows each kernel 10-100x; the CUDA tests without
 #     the training run launch ~3,000 kernels of under 1 ms, plus the large test's ~12 passes
 #     over 2 GiB (~2 s each instrumented): ~60 s; racecheck and synccheck over ~60 launches of
