@@ -339,7 +339,7 @@ if [[ -n "$py" ]]; then
   compile_flag=(--no-torch-compile)
   [[ "${BENCH_TORCH_COMPILE:-0}" == 1 ]] && compile_flag=()
   step bench_compare 900 "$py" "$root/bench/compare.py" --device cuda:0 --build "$build" --python "$py" \
-    --rounds "${BENCH_ROUNDS:-2}" --reps "${BENCH_REPS:-1}" --json "$out/bench.jsonl" "${compile_flag[@]}" || status=1
+    --rounds "${BENCH_ROUNDS:-2}" --reps "${BENCH_REPS:-1}" --json "$out/bench.jsonl" ${compile_flag[@]+"${compile_flag[@]}"} || status=1
   sed -n '/^GPU: /,$p' "$out/bench_compare.log" > "$out/bench_table.txt"
   [[ -s "$out/bench_table.txt" ]] || tail -40 "$out/bench_compare.log" > "$out/bench_table.txt"
 else
