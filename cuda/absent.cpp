@@ -17,6 +17,7 @@ bool g_allow_tf32 = false;  // kept so that allow_tf32() returns what was set
 bool is_available() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return kReason; }
+std::string library_versions() { return "no CUDA backend in this build"; }
 std::string device_name(int device) { absent("device_name", device); }
 void synchronize(int device) { absent("synchronize", device); }
 uint64_t host_sync_count() { return 0; }

@@ -87,6 +87,7 @@ void copy_from_host(const Tensor& dst, const Tensor& src) {
   check(cudaMemcpyAsync(target.data_ptr(), host, bytes, cudaMemcpyHostToDevice, ctx.stream), "copy",
         "cudaMemcpyAsync (host to device)");
   pinned_record_use(host, ctx);
+  sync_if_debugging("copy from cpu");
   if (!direct) be.copy_same_device(dst, target);
 }
 
@@ -128,7 +129,13 @@ void order_after(Context& waiter, Context& signaller) {
 void copy_peer(const Tensor& dst, const Tensor& src) {
   CudaBackend& sbe = backend_of(src);
   CudaBackend& dbe = backend_of(dst);
+  // The copy orders two devices' streams with events: a capture of one of them would take
+  // in the other's work (or fail with an opaque status). Refused like every host wait.
+  std::string op = fmt::format("copy from {} to {}", src.device().str(), dst.device().str());
+  const char* why = "a copy between GPUs orders both devices' streams with events";
+  forbid_in_capture(context(dst.device().index), op.c_str(), why);
   Context& sc = sbe.ctx();
+  forbid_in_capture(sc, op.c_str(), why);
   Tensor packed = src;
   if (!src.is_contiguous() || src.dtype() != dst.dtype()) {
     packed = scratch(sc, src.shape(), dst.dtype());
@@ -141,6 +148,7 @@ void copy_peer(const Tensor& dst, const Tensor& src) {
   context(sc.device);
   check(cudaMemcpyPeerAsync(target.data_ptr(), dc.device, packed.data_ptr(), sc.device, nbytes_of(packed), sc.stream),
         "copy", "cudaMemcpyPeerAsync");
+  sync_if_debugging("copy (between GPUs)");
   order_after(dc, sc);
   if (target.impl() != dst.impl()) dbe.copy_same_device(dst, target);
   context(sc.device);  // scratch on the source device is freed on its own stream

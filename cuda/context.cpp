@@ -5,14 +5,16 @@
 // (libcuda.so.1) lazily on the first call, so a CUDA build starts and runs its CPU
 // work on a machine without a driver; the first call finds it missing and
 // is_available() says why.
-#include <cublas_api.h>
+#include <cublasLt.h>
 #include <cudnn.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
 #include "internal/context.h"
+#include "internal/decide.h"
 #include "internal/graph.h"
 #include "cuda.h"
 
@@ -41,7 +43,16 @@ Registry& probe() {
   std::call_once(r.probed, [&r] {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
+    // The driver's CUDA version against the runtime's, first: a driver too old for the
+    // runtime fails every call with an opaque status, so say what to install.
+    int driver = 0, runtime = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) (void)cudaGetLastError();
+    if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) (void)cudaGetLastError();
+    std::string version_problem = driver ? decide::driver_problem(driver, runtime) : "";
+    if (!version_problem.empty()) {
+      r.reason = "CUDA driver too old: " + version_problem;  // test/cuda/main.cpp fails on these words
+      n = 0;
+    } else if (e != cudaSuccess) {
       (void)cudaGetLastError();  // a failed probe must not poison later calls
       bool no_driver = e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice ||
                        e == cudaErrorInitializationError || e == cudaErrorSystemDriverMismatch;
@@ -131,6 +142,20 @@ Context& context(int device) {
 
 void count_host_sync() { g_host_syncs.fetch_add(1, std::memory_order_relaxed); }
 
+bool launch_sync_enabled() {
+  static const bool on = decide::sync_mode_from_env(std::getenv("REEL_CUDA_SYNC"));
+  return on;
+}
+
+void launch_sync(const char* op) {
+  int device = 0;
+  check(cudaGetDevice(&device), op, "cudaGetDevice (REEL_CUDA_SYNC)");
+  Context& ctx = context(device);
+  if (active_capture(ctx) || stream_capturing(ctx)) return;
+  check(cudaStreamSynchronize(ctx.stream), op, "cudaStreamSynchronize after its launch (REEL_CUDA_SYNC=1)");
+  ctx.raise_fault(op);
+}
+
 void Context::sync(const char* op) {
   // Inside a graph capture a wait would fail and invalidate the capture: say which op it was.
   forbid_in_capture(*this, op, "waits for the GPU (a host synchronisation)");
@@ -188,6 +213,20 @@ void fail_cudnn(const char* op, int status, const char* what) {
 bool is_available() { return probe().count > 0; }
 int device_count() { return probe().count; }
 std::string unavailable_reason() { return probe().reason; }
+
+std::string library_versions() {
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) (void)cudaGetLastError();
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) (void)cudaGetLastError();
+  using decide::cuda_version_str, decide::lib_version_str;
+  return fmt::format("driver {}, runtime CUDA {} (built with {}), cuBLAS {} for CUDA {} (built with {}), cuDNN {} "
+                     "for CUDA {} (built with {})",
+                     driver ? "CUDA " + cuda_version_str(driver) : std::string("none (no libcuda.so.1)"),
+                     cuda_version_str(runtime), cuda_version_str(CUDART_VERSION),
+                     lib_version_str(long(cublasLtGetVersion())), cuda_version_str(long(cublasLtGetCudartVersion())),
+                     lib_version_str(CUBLAS_VERSION), lib_version_str(long(cudnnGetVersion())),
+                     cuda_version_str(long(cudnnGetCudartVersion())), lib_version_str(CUDNN_VERSION));
+}
 
 std::string device_name(int device) {
   Context& ctx = context(device);

@@ -21,6 +21,7 @@
 
 #include "internal/allocator.h"
 #include "internal/backend.h"
+#include "internal/decide.h"
 #include "internal/graph.h"
 #include "cuda.h"
 
@@ -50,7 +51,10 @@ struct Plan {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
-  bool fused_ok = true;  // cudnnConvolutionBiasActivationForward accepted this shape
+  // cudnnConvolutionBiasActivationForward has not refused this shape with [relu]
+  // (CUDNN_ACTIVATION_RELU) / [!relu] (IDENTITY): remembered per activation, so a refused
+  // identity does not turn off the fused relu, which cuDNN runs with more algorithms.
+  bool fused_ok[2] = {true, true};
 };
 }  // namespace
 
@@ -70,7 +74,18 @@ int to_int(int64_t v, const char* what) {
   return int(v);
 }
 
+// cuDNN's 4-d descriptors hold sizes and strides as int: a tensor of 2^31 elements or more
+// would wrap (a silent wrong result or an opaque BAD_PARAM). Refused here, naming it.
+void expect_descriptor_fits(const char* what, const Tensor& t) {
+  std::string problem =
+      decide::descriptor_problem(what, t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]);
+  if (!problem.empty()) throw Error("conv2d: " + problem);
+}
+
 Shapes shapes_of(const Tensor& x, const Tensor& w, const Tensor& y) {
+  expect_descriptor_fits("input", x);
+  expect_descriptor_fits("weight", w);
+  expect_descriptor_fits("output", y);
   return {to_int(x.shape()[0], "batch"), to_int(x.shape()[1], "channels"), to_int(x.shape()[2], "height"),
           to_int(x.shape()[3], "width"),  to_int(w.shape()[0], "filters"),  to_int(w.shape()[2], "kernel height"),
           to_int(w.shape()[3], "kernel width"), to_int(y.shape()[2], "output height"),
@@ -84,6 +99,13 @@ cudnnHandle_t handle(Context& ctx, ConvCache*& cache) {
   if (!ctx.dnn) {
     forbid_in_capture(ctx, "conv2d", "would create cuDNN's handle (the first convolution on this device); run the "
                                      "step once before capturing it (the warm-up rule of cuda::Graph)");
+    // The cuDNN found at run time must suit the headers and the CUDA runtime reel was built
+    // with: a mismatch fails later with statuses that do not say why.
+    int runtime = 0;
+    check(cudaRuntimeGetVersion(&runtime), "conv2d", "cudaRuntimeGetVersion");
+    std::string problem = decide::library_problem("cuDNN", long(cudnnGetVersion()), long(cudnnGetCudartVersion()),
+                                                  CUDNN_VERSION, runtime);
+    if (!problem.empty()) throw Error("conv2d: " + problem);
     cudnnHandle_t h = nullptr;
     check_dnn(cudnnCreate(&h), "conv2d", "cudnnCreate");
     check_dnn(cudnnSetStream(h, ctx.stream), "conv2d", "cudnnSetStream");
@@ -139,14 +161,21 @@ bool acceptable(const Plan& pl, cudnnStatus_t status, cudnnMathType_t math) {
   return true;
 }
 
-// The largest workspace any algorithm asks for, within what the search may take.
-size_t search_budget(size_t wanted) {
+// The largest workspace any algorithm asks for, within what the search may take: the
+// device's free memory counts what our pool holds unused (decide::search_budget).
+size_t search_budget(Context& ctx, size_t wanted) {
   size_t free_bytes = 0, total = 0;
   if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
     (void)cudaGetLastError();
-    free_bytes = kSearchWorkspaceCap;
+    return std::min(wanted, kSearchWorkspaceCap);
   }
-  return std::min({wanted, kSearchWorkspaceCap, free_bytes / 2});
+  uint64_t reserved = 0, used = 0;
+  if (cudaMemPoolGetAttribute(ctx.pool, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+      cudaMemPoolGetAttribute(ctx.pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess) {
+    (void)cudaGetLastError();
+    reserved = used = 0;
+  }
+  return decide::search_budget(wanted, kSearchWorkspaceCap, free_bytes, size_t(reserved), size_t(used));
 }
 
 [[noreturn]] void no_algorithm(const char* direction, const Shapes& s, const ConvParams& p) {
@@ -166,7 +195,7 @@ void find_forward(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& x, cons
         CUDNN_STATUS_SUCCESS)
       wanted = std::max(wanted, ws);
   }
-  DeviceBuffer ws(ctx, search_budget(wanted));
+  DeviceBuffer ws(ctx, search_budget(ctx, wanted));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int found = 0;
   count_host_sync();
@@ -194,7 +223,7 @@ void find_backward_data(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& g
                                                      &ws) == CUDNN_STATUS_SUCCESS)
       wanted = std::max(wanted, ws);
   }
-  DeviceBuffer ws(ctx, search_budget(wanted));
+  DeviceBuffer ws(ctx, search_budget(ctx, wanted));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int found = 0;
   count_host_sync();
@@ -222,7 +251,7 @@ void find_backward_filter(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor&
                                                        cudnnConvolutionBwdFilterAlgo_t(a), &ws) == CUDNN_STATUS_SUCCESS)
       wanted = std::max(wanted, ws);
   }
-  DeviceBuffer ws(ctx, search_budget(wanted));
+  DeviceBuffer ws(ctx, search_budget(ctx, wanted));
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int found = 0;
   count_host_sync();
@@ -293,19 +322,25 @@ void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tens
   bool f64 = out.dtype() == DType::f64;
   const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  if (bias.defined() && pl.fused_ok) {
+  if (bias.defined() && pl.fused_ok[relu] && decide::fused_conv_allowed(relu, pl.fwd)) {
     // y = act(conv(x) + bias); alpha2 = 0, so z (given as y) is not read
     cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
         h, one, pl.x, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.fwd, ws.get(), ws.size(), zero, pl.y,
         out.data_ptr(), pl.bias, bias.data_ptr(), relu ? pl.relu : pl.identity, pl.y, out.data_ptr());
-    if (st == CUDNN_STATUS_SUCCESS) return;
-    // cuDNN refuses some algorithm/activation pairs (NOT_SUPPORTED or BAD_PARAM, by version): this shape
-    // then runs as a convolution and kernels from now on; the plain call below reports real errors.
-    pl.fused_ok = false;
+    if (st == CUDNN_STATUS_SUCCESS) {
+      sync_if_debugging("conv2d");
+      return;
+    }
+    // cuDNN refuses some algorithm/activation pairs (NOT_SUPPORTED or BAD_PARAM, by version): this
+    // shape and activation then run as a convolution and kernels from now on. Any other status
+    // (an execution failure) is an error, not a reason to run the convolution again.
+    if (!decide::fused_conv_refused(st)) check_dnn(st, "conv2d", "cudnnConvolutionBiasActivationForward");
+    pl.fused_ok[relu] = false;
   }
   check_dnn(cudnnConvolutionForward(h, one, pl.x, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.fwd, ws.get(),
                                     ws.size(), zero, pl.y, out.data_ptr()),
             "conv2d", "cudnnConvolutionForward");
+  sync_if_debugging("conv2d");
   lock.unlock();
   if (bias.defined())
     binary(BinaryOp::add, out, out, view_of(bias, out.shape(), {0, bias.strides()[0], 0, 0}, bias.offset()));
@@ -342,6 +377,7 @@ void CudaBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy_, cons
                                          gy.data_ptr(), pl.conv, pl.bwd_data, ws.get(), ws.size(),
                                          f64 ? static_cast<const void*>(&zero64) : &zero32, pl.x, gx.data_ptr()),
             "conv2d_backward", "cudnnConvolutionBackwardData");
+  sync_if_debugging("conv2d_backward (data)");
 }
 
 void CudaBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy_, const Tensor& x_,
@@ -376,6 +412,7 @@ void CudaBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, con
                                            pl.y, gy.data_ptr(), pl.conv, pl.bwd_filter, ws.get(), ws.size(),
                                            f64 ? static_cast<const void*>(&zero64) : &zero32, pl.w, gw.data_ptr()),
             "conv2d_backward", "cudnnConvolutionBackwardFilter");
+  sync_if_debugging("conv2d_backward (weight)");
 }
 
 }  // namespace reel::cuda

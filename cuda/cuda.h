@@ -26,6 +26,11 @@ int device_count();
 // Why is_available() is false ("" when it is true): no CUDA backend in this build,
 // no driver (libcuda.so.1), no device, ...
 std::string unavailable_reason();
+// The versions this process runs with, for logs and bug reports: "driver CUDA 13.0,
+// runtime CUDA 13.0 (built with 13.0), cuBLAS 13.1.0 for CUDA 13.0 (built with 13.1.0),
+// cuDNN 9.19.0 for CUDA 13.0 (built with 9.19.0)". Never throws; without a driver it says
+// so. A mismatch among them is reported as an Error at first use, saying what to install.
+std::string library_versions();
 // "NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs"; throws Error for a missing device.
 std::string device_name(int device = 0);
 

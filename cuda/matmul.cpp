@@ -7,7 +7,8 @@
 // Only an operand whose rows and columns both step by more than one element is copied
 // to contiguous first. A stride-0 batch (a broadcast weight) is a batch stride of 0.
 // The bias (per column of out = per row of out^T) and the relu are cuBLASLt epilogues;
-// where no algorithm supports the epilogue (f64), they run as elementwise kernels after.
+// where cuBLASLt does not run the epilogue (f64, some shapes with M, N or K = 1, a bias not
+// 16-byte aligned: decide.h), they run as elementwise kernels after a plain product.
 // TF32 only when cuda::set_allow_tf32(true): by default float32 matmuls round like the CPU's.
 // The heuristic's choice is cached per shape, layout, alignment and epilogue, with its
 // descriptors, so a training step makes one cuBLASLt call per product.
@@ -20,6 +21,7 @@
 
 #include "internal/allocator.h"
 #include "internal/backend.h"
+#include "internal/decide.h"
 #include "internal/graph.h"
 #include "cuda.h"
 
@@ -98,6 +100,12 @@ cublasLtHandle_t handle(Context& ctx, MatmulCache*& cache) {
     // The workspace must not become a graph allocation (replays re-create those).
     forbid_in_capture(ctx, "matmul", "would create cuBLASLt's handle and workspace (the first matmul on this "
                                      "device); run the step once before capturing it (the warm-up rule of cuda::Graph)");
+    // The cuBLASLt found at run time must suit the headers and the CUDA runtime reel was built with.
+    int runtime = 0;
+    check(cudaRuntimeGetVersion(&runtime), "matmul", "cudaRuntimeGetVersion");
+    std::string problem = decide::library_problem("cuBLAS", long(cublasLtGetVersion()),
+                                                  long(cublasLtGetCudartVersion()), CUBLAS_VERSION, runtime);
+    if (!problem.empty()) throw Error("matmul: " + problem);
     cublasLtHandle_t h = nullptr;
     check_lt(cublasLtCreate(&h), "cublasLtCreate");
     ctx.lt_workspace = device_alloc(ctx, kWorkspaceBytes);
@@ -157,11 +165,15 @@ Plan make_plan(cublasLtHandle_t lt, Context& ctx, DType dt, bool tf32, const Ope
   int found = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.la, p.lb, p.ld, p.ld, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (s == CUBLAS_STATUS_SUCCESS && found > 0) {
-    p.supported = true;
-    p.algo = result.algo;
-  } else if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_SUCCESS) {
-    check_lt(s, "cublasLtMatmulAlgoGetHeuristic");
+  switch (decide::heuristic_outcome(s, found, epi != CUBLASLT_EPILOGUE_DEFAULT)) {
+    case decide::Heuristic::use:
+      p.supported = true;
+      p.algo = result.algo;
+      break;
+    case decide::Heuristic::unfused:       // this epilogue here: the plain product and kernels instead
+    case decide::Heuristic::no_algorithm:  // the caller says so, with the shapes
+      break;
+    case decide::Heuristic::error: check_lt(s, "cublasLtMatmulAlgoGetHeuristic"); break;
   }
   return p;
 }
@@ -174,6 +186,8 @@ void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, co
   if (out.numel() == 0) return;
   const int64_t batch = out.shape()[0], M = out.shape()[1], N = out.shape()[2], K = a.shape()[2];
   Tensor row_bias = bias.defined() ? contiguous_copy(bias) : bias;
+  // cuBLASLt reads the bias with 16-byte loads: a view at an odd offset goes unfused.
+  bool fusable_bias = !row_bias.defined() || decide::bias_epilogue_aligned(row_bias.data_ptr());
   auto epilogue_after = [&] {  // out = relu(out + bias) as elementwise kernels
     if (row_bias.defined()) binary(BinaryOp::add, out, out, view_of(row_bias, out.shape(), {0, 0, 1}, row_bias.offset()));
     if (relu) unary(UnaryOp::relu, out, out, 0, 0);
@@ -188,44 +202,59 @@ void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, co
   MatmulCache* cache = nullptr;
   cublasLtHandle_t lt = handle(c, cache);
   bool tf32 = out.dtype() == DType::f32 && allow_tf32();
-  cublasLtEpilogue_t epi = row_bias.defined() ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-                           : relu              ? CUBLASLT_EPILOGUE_RELU
-                                               : CUBLASLT_EPILOGUE_DEFAULT;
+  cublasLtEpilogue_t epi = !fusable_bias       ? CUBLASLT_EPILOGUE_DEFAULT
+                           : row_bias.defined() ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                           : relu               ? CUBLASLT_EPILOGUE_RELU
+                                                : CUBLASLT_EPILOGUE_DEFAULT;
   uint32_t al_a = alignment(A.t.data_ptr()), al_b = alignment(B.t.data_ptr()), al_d = alignment(out.data_ptr());
   int64_t d_stride = batch == 1 ? 0 : M * N;
   Key key{int(out.dtype()), tf32, A.transposed, B.transposed, N, M, K, A.ld, B.ld, batch, A.batch_stride,
           B.batch_stride, d_stride, 0, int(epi), al_a, al_b, al_d};
 
-  std::unique_lock<std::mutex> lock(cache->mu);
-  auto it = cache->plans.find(key);
-  if (it == cache->plans.end())
-    it = cache->plans.emplace(key, make_plan(lt, c, out.dtype(), tf32, A, B, N, M, K, batch, d_stride, epi, al_a,
-                                             al_b, al_d)).first;
-  bool fused = it->second.supported;
-  if (!fused && epi != CUBLASLT_EPILOGUE_DEFAULT) {  // no kernel with this epilogue: plain product, then kernels
-    std::get<14>(key) = int(CUBLASLT_EPILOGUE_DEFAULT);
-    it = cache->plans.find(key);
-    if (it == cache->plans.end())
-      it = cache->plans.emplace(key, make_plan(lt, c, out.dtype(), tf32, A, B, N, M, K, batch, d_stride,
-                                               CUBLASLT_EPILOGUE_DEFAULT, al_a, al_b, al_d)).first;
-  }
-  Plan& plan = it->second;
-  if (!plan.supported)
-    throw Error(fmt::format("matmul: cuBLASLt has no algorithm for [{}, {}, {}] x [{}, {}, {}] {} (strides {} and {})",
-                            batch, M, K, batch, K, N, dtype_name(out.dtype()), a.strides().str(), b.strides().str()));
-  if (fused && row_bias.defined()) {
-    const void* bp = row_bias.data_ptr();
-    check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)),
-             "set BIAS_POINTER");
-  }
   double one64 = 1.0, zero64 = 0.0;
   float one32 = 1.0f, zero32 = 0.0f;
   const void* alpha = out.dtype() == DType::f64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = out.dtype() == DType::f64 ? static_cast<const void*>(&zero64) : &zero32;
-  check_lt(cublasLtMatmul(lt, plan.desc, alpha, A.t.data_ptr(), plan.la, B.t.data_ptr(), plan.lb, beta,
+  auto run = [&](Plan& plan) {
+    return cublasLtMatmul(lt, plan.desc, alpha, A.t.data_ptr(), plan.la, B.t.data_ptr(), plan.lb, beta,
                           out.data_ptr(), plan.ld, out.data_ptr(), plan.ld, &plan.algo, c.lt_workspace,
-                          c.lt_workspace_bytes, c.stream),
-           "cublasLtMatmul");
+                          c.lt_workspace_bytes, c.stream);
+  };
+  auto plan_for = [&](cublasLtEpilogue_t e) -> Plan& {
+    std::get<14>(key) = int(e);
+    auto it = cache->plans.find(key);
+    if (it == cache->plans.end())
+      it = cache->plans.emplace(key, make_plan(lt, c, out.dtype(), tf32, A, B, N, M, K, batch, d_stride, e, al_a,
+                                               al_b, al_d)).first;
+    return it->second;
+  };
+
+  std::unique_lock<std::mutex> lock(cache->mu);
+  bool fused = false;
+  if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    Plan& plan = plan_for(epi);
+    if (plan.supported) {
+      if (row_bias.defined()) {
+        const void* bp = row_bias.data_ptr();
+        check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)),
+                 "set BIAS_POINTER");
+      }
+      cublasStatus_t st = run(plan);
+      fused = st == CUBLAS_STATUS_SUCCESS;
+      // Refused at execution (nothing ran): this shape takes the unfused path from now on.
+      if (!fused && decide::fused_matmul_refused(st)) plan.supported = false;
+      else if (!fused) check_lt(st, "cublasLtMatmul");
+    }
+  }
+  if (!fused) {  // no epilogue asked for, or none that cuBLASLt runs here: the plain product, then kernels
+    Plan& plan = plan_for(CUBLASLT_EPILOGUE_DEFAULT);
+    if (!plan.supported)
+      throw Error(fmt::format("matmul: cuBLASLt has no algorithm for [{}, {}, {}] x [{}, {}, {}] {} (strides {} and {})",
+                              batch, M, K, batch, K, N, dtype_name(out.dtype()), a.strides().str(),
+                              b.strides().str()));
+    check_lt(run(plan), "cublasLtMatmul");
+  }
+  sync_if_debugging("matmul");
   lock.unlock();
   if (!fused) epilogue_after();
 }

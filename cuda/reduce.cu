@@ -33,16 +33,14 @@
 #include <optional>
 
 #include "internal/allocator.h"
+#include "internal/arg_reduce.h"
 #include "elementwise.cuh"
 
 namespace reel::cuda {
 namespace {
 
 template <typename T>
-struct ArgAcc {
-  T v;
-  int64_t i;
-};
+using ArgAcc = arg_reduce::Acc<T>;
 
 template <typename T>
 __device__ __forceinline__ bool is_nan(T v) {
@@ -59,8 +57,7 @@ struct Reducer {
 
   __host__ __device__ static Acc identity() {
     if constexpr (is_arg(OP)) {
-      return Acc{is_max(OP) ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max(),
-                 std::numeric_limits<int64_t>::max()};
+      return arg_reduce::start<T, is_max(OP)>();  // loses to every element, -inf and ties included
     } else if constexpr (OP == ReduceOp::max) {
       return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                   : std::numeric_limits<T>::lowest();
@@ -78,11 +75,7 @@ struct Reducer {
   }
   __device__ static Acc combine(Acc a, Acc b) {
     if constexpr (is_arg(OP)) {
-      bool an = is_nan(a.v), bn = is_nan(b.v);
-      if (an || bn) return (an && bn) ? (a.i < b.i ? a : b) : (an ? a : b);  // the first NaN wins
-      bool a_better = is_max(OP) ? a.v > b.v : a.v < b.v;
-      bool b_better = is_max(OP) ? b.v > a.v : b.v < a.v;
-      return a_better ? a : b_better ? b : (a.i < b.i ? a : b);  // ties: the first index
+      return arg_reduce::combine<T, is_max(OP)>(a, b);
     } else if constexpr (OP == ReduceOp::max) {
       return (is_nan(a) || a > b) ? a : (is_nan(b) ? b : (b > a ? b : a));
     } else if constexpr (OP == ReduceOp::min) {

@@ -103,11 +103,24 @@ void count_host_sync();
 inline void check(cudaError_t e, const char* op, const char* what = nullptr) {
   if (e != cudaSuccess) fail_cuda(op, e, what);
 }
+// REEL_CUDA_SYNC=1 (read once): after every launch and library call, wait for the stream
+// and check, so that an asynchronous fault (an illegal address, a bad index found by a
+// kernel) is an Error naming the op that caused it instead of a later one. For debugging:
+// it serialises host and device. These waits are not counted in host_sync_count().
+bool launch_sync_enabled();
+// Waits for the current device's stream and raises what it found, naming `op`; nothing
+// while the stream is being captured (a graph runs nothing then).
+void launch_sync(const char* op);
+inline void sync_if_debugging(const char* op) {
+  if (launch_sync_enabled()) launch_sync(op);
+}
+
 // After every kernel launch: a bad launch configuration or an earlier asynchronous
 // fault becomes an Error naming the op.
 inline void check_launch(const char* op) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) fail_cuda(op, e, "kernel launch");
+  sync_if_debugging(op);
 }
 [[noreturn]] void fail_cublas(const char* op, int status, const char* what);
 [[noreturn]] void fail_cudnn(const char* op, int status, const char* what);
