@@ -1,6 +1,6 @@
 // The worked example of docs/debugging.md: a model with submodules whose loss turns NaN.
 // Its argument switches one debug tool on; each names the line inside forward() and the
-// module path. ./debug_model [anomaly|backward|shape|tape|step|profile|hooks]
+// module path. ./debug_model [anomaly|shape|tape|step|profile|hooks]
 #include <reel/reel.h>
 
 #include <iostream>
@@ -41,7 +41,6 @@ int main(int argc, char** argv) {
   Tensor labels = randint(0, 4, {8});
   std::unique_ptr<debug::AnomalyMode> anomaly;
   if (tool == "anomaly") anomaly = std::make_unique<debug::AnomalyMode>();
-  if (tool == "backward") anomaly = std::make_unique<debug::AnomalyMode>(debug::AnomalyOptions{.forward = false});
   std::unique_ptr<debug::StepMode> step;
   if (tool == "step") step = std::make_unique<debug::StepMode>(debug::StepOptions{.nested = false});
   std::unique_ptr<debug::Profiler> prof;
