@@ -128,6 +128,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     grad_inputs.assign(n->edges.size(), Tensor());
     {
       SiteScope at_forward_site(n->site, SiteScope::Replace{});  // errors inside a rule name the forward call
+      ModuleScope in_forward_module(n->module);  // ... and its module
       RuleScope rule(*n, grads);  // the debug tools see the rule as an op of the backward phase
       n->backward(*n, grads, grad_inputs);
       rule.done(grad_inputs);

@@ -49,6 +49,7 @@ struct CustomState {
 struct Node : RefCounted {
   const char* op = "";
   Site site{nullptr, 0};
+  const ModulePath* module = nullptr;  // the module whose forward() made it (null: none)
   uint64_t seq = 0;  // execution order on its tape
   BackwardFn backward = nullptr;
   std::vector<Edge> edges;  // one per input
@@ -78,7 +79,7 @@ struct Node : RefCounted {
   // A saved output comes back linked to this node again while grad mode is on (a
   // create_graph backward), so a rule that reads it is differentiable through it.
   Tensor saved_tensor(size_t i) const;
-  std::string describe() const;  // "linear [128,784] [10,784] [10] -> [128,10] at train.cpp:42"
+  std::string describe() const;  // "linear [128,784] [10,784] [10] -> [128,10] at train.cpp:42 in feat.fc"
 
   ~Node();
 };

@@ -29,6 +29,10 @@ OpFrame* debug_rule_begin(const Node& node, const std::vector<Tensor>& grad_outp
 void debug_op_io(OpFrame* frame, const Tensor* const* inputs, size_t n_in, Tensor* const* outputs, size_t n_out,
                  const Node* node);  // may throw (anomaly mode)
 void debug_alloc(const Tensor& t);
+// A module call as the profiler sees it (nn::Module::Call): the start time, or -1 when
+// no profiler runs on this thread; debug_module_end records the span.
+int64_t debug_span_begin();
+void debug_module_end(const ModulePath* module, int64_t t0_ns);
 
 // Opened at the top of every public op: makes the outermost caller's line the
 // site of everything the op does, and gives debug tools their hook.

@@ -129,7 +129,8 @@ std::string Node::describe() const {
   for (size_t i = 0; i < outputs.size(); ++i) out += (i ? " " : "") + outputs[i].shape.str();
   std::string dev = outputs.empty() ? "" : outputs[0].device.str();
   std::string dt = outputs.empty() ? "" : dtype_name(outputs[0].dtype);
-  return fmt::format("{} {} -> {} {} {} at {}", op, in, out, dt, dev, site.str());
+  return fmt::format("{} {} -> {} {} {} at {}{}", op, in, out, dt, dev, site.str(),
+                     module ? " in " + module->str() : std::string());
 }
 
 // ---- recording
@@ -139,6 +140,7 @@ Node* make_node(const OpScope& op, BackwardFn fn, const Tensor* const* inputs, s
   Node* node = new Node();
   node->op = op.op;
   node->site = op.site;
+  node->module = current_module();
   node->backward = fn;
   node->edges.resize(n_in);
   node->inputs.resize(n_in);

@@ -26,12 +26,14 @@ namespace reel::debug {
 // ---- the tape, readable
 
 // A table of this thread's live tape entries, oldest first: index, seq, op, inputs and
-// outputs (shape and dtype each), device, call site.
+// outputs (shape and dtype each), device, module path ("feat.fc"; "-" outside modules),
+// call site.
 void print_tape(std::ostream& os);
 std::string tape_str();
 // The recorded graph in Graphviz DOT: one box per tape entry (index, op, site), one
 // ellipse per leaf (and per input that does not require grad), edges along the data
-// flow labelled with shapes. write_dot writes it atomically (temporary + rename).
+// flow labelled with shapes; the entries made inside a module's forward() drawn in a
+// cluster per module ("feat.fc (Linear)", nested as the modules are). write_dot writes it atomically (temporary + rename).
 std::string tape_dot();
 void write_dot(const std::string& path);
 
@@ -46,6 +48,7 @@ struct OpRecord {
   const char* op = "";  // the op; for a backward rule, the forward op whose rule ran
   Phase phase = Phase::forward;
   Site site{nullptr, 0};  // the user's line; for a rule, the line of the forward call
+  const ModulePath* module = nullptr;  // the module whose forward() ran the op (or its forward op); null: none
   std::vector<Tensor> inputs;  // known for ops that reach the tape's record() (all differentiable ops)
   std::vector<Tensor> outputs;
   bool recorded = false;  // forward: a tape entry was made
@@ -55,7 +58,7 @@ struct OpRecord {
   int64_t bytes = 0;  // bytes allocated by the op (all its new tensors, nested ops included)
 
   std::string name() const;  // "log", or "log_backward" for a rule
-  std::string str() const;   // "log [2, 3] f32 -> [2, 3] f32 cpu at train.cpp:12"
+  std::string str() const;   // "log [2, 3] f32 -> [2, 3] f32 cpu at train.cpp:12 in feat.fc"
 };
 
 using OpHook = std::function<void(const OpRecord&)>;
@@ -79,7 +82,7 @@ std::string break_on();
 
 // ---- step mode: one line per op as it ends, on this thread (the mean is over the
 // finite values; NaN and Inf are counted):
-//   [step] log at train.cpp:12 -> [2, 3] f32 cpu  min -2.3 max 0.4 mean -0.8 nan 1 inf 0
+//   [step] log at train.cpp:12 in feat.fc -> [2, 3] f32 cpu  min -2.3 max 0.4 mean -0.8 nan 1 inf 0
 struct StepOptions {
   std::ostream* out = nullptr;  // std::cerr when null
   bool nested = true;  // also ops called inside other ops (indented)
@@ -99,8 +102,9 @@ class StepMode {
 void set_step_mode(bool on, StepOptions opt = {});
 
 // ---- anomaly mode: on this thread, the first op whose output (forward) or input
-// gradient (backward) holds NaN or Inf throws reel::Error naming the op, its call site
-// and the first bad element's index; for a backward rule, the forward op and its line.
+// gradient (backward) holds NaN or Inf throws reel::Error naming the op, its call site,
+// its module path and the first bad element's index; for a backward rule, the forward
+// op, its line and its module.
 struct AnomalyOptions {
   bool forward = true;  // check op outputs
   bool backward = true;  // check the gradients each rule gives
@@ -130,6 +134,7 @@ struct ProfileEvent {
   const char* op = "";
   Phase phase = Phase::forward;
   Site site{nullptr, 0};
+  const ModulePath* module = nullptr;  // as OpRecord::module
   int depth = 0;
   int64_t start_ns = 0;  // since the profiler started
   int64_t dur_ns = 0;
@@ -144,6 +149,41 @@ struct ProfileRow {
   double percent = 0;  // total as a share of the profiled wall time
   int64_t bytes = 0;
 };
+// A module's forward() call, or a user's Range, as the profiler saw it.
+struct ProfileSpan {
+  enum Kind : uint8_t { module_call, range } kind = range;
+  std::string name;  // the range's label, or the module path ("feat.fc"; the type for the root)
+  const ModulePath* module = nullptr;  // a module call: the module; a range: the module it was opened in
+  int64_t start_ns = 0;  // since the profiler started
+  int64_t dur_ns = 0;
+};
+// One row of Profiler::module_table(): a module (op empty) or one op name inside it.
+struct ModuleRow {
+  std::string module;  // "feat.fc"; the type for the root module ("Net"); "-" for ops outside any module
+  std::string op;  // empty: the module's forward() calls; else an op (or "<op>_backward" rule) inside it
+  int64_t calls = 0;
+  double total_ms = 0;
+  double self_ms = 0;  // a module: minus the calls of modules inside it; an op: minus nested ops
+};
+
+// A labelled stretch of the user's code, from construction to destruction, shown in
+// the profiler's table (one row per label, beside the ops) and its Chrome trace, as
+// PyTorch's record_function. Costs nothing but a branch while no profiler runs.
+//   { reel::debug::Range r("augment"); x = augment(x); }
+class Range {
+ public:
+  explicit Range(std::string name);
+  ~Range();
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+
+ private:
+  std::string name_;
+  int64_t t0_ns_ = -1;  // -1: no profiler was running when the range opened
+};
+// PyTorch's spelling: auto r = reel::debug::record_function("augment");
+[[nodiscard]] inline Range record_function(std::string name) { return Range(std::move(name)); }
+
 class Profiler {
  public:
   explicit Profiler(ProfilerOptions opt = {});
@@ -154,9 +194,17 @@ class Profiler {
 
   const std::vector<ProfileEvent>& events() const;
   double wall_ms() const;  // from construction to stop (or now)
-  std::vector<ProfileRow> table() const;  // one row per op name, by total time, largest first
+  const std::vector<ProfileSpan>& spans() const;  // module calls and ranges, in the order they ended
+  // One row per op name and per Range label, by total time, largest first (a range's
+  // self time: minus the ops and ranges directly inside it).
+  std::vector<ProfileRow> table() const;
   // The table as text: op, calls, total ms, self ms, mean µs, % of the profiled time, MB.
   std::string summary(size_t max_rows = 30) const;
+  // Time per module: each module's forward() calls (total, and self: minus the modules
+  // it calls), by total time, each followed by the ops that ran inside it (forward ops,
+  // and the backward rules of its forward ops), as PyTorch's profiler with_modules.
+  std::vector<ModuleRow> module_table() const;
+  std::string module_summary(size_t max_rows = 40) const;
   // Chrome trace JSON ("X" events, µs): open in ui.perfetto.dev or chrome://tracing.
   std::string chrome_trace() const;
   void write_chrome_trace(const std::string& path) const;

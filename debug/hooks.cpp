@@ -87,6 +87,7 @@ OpFrame* push_frame(const char* op, Phase phase, const Site& site) {
   r.op = op;
   r.phase = phase;
   r.site = site;
+  r.module = current_module();  // a backward rule runs in its forward op's module (the engine sets it)
   r.recorded = false;
   r.node = nullptr;
   r.depth = tls.depth - 1;
@@ -151,7 +152,7 @@ void check_forward(const OpFrame& f) {
                             std::isnan(bad) ? "NaN" : fmt::format("{}", bad),
                             r.outputs.size() > 1 ? fmt::format("output {}", i) : std::string("its output"),
                             t.shape().str(), dtype_name(t.dtype()), detail::index_str(t.shape(), at),
-                            r.site.str()));
+                            detail::where_str(r.site, r.module)));
   }
 }
 
@@ -169,7 +170,7 @@ void check_backward(const OpFrame& f) {
         "anomaly mode: the backward rule of {} gave {} in the gradient for input {} ({} {}) at index {}; "
         "the forward {} was called at {}{}",
         r.op, std::isnan(bad) ? "NaN" : fmt::format("{}", bad), i, g.shape().str(), dtype_name(g.dtype()),
-        detail::index_str(g.shape(), at), r.op, r.site.str(), pass));
+        detail::index_str(g.shape(), at), r.op, detail::where_str(r.site, r.module), pass));
   }
 }
 
@@ -200,7 +201,8 @@ void print_step(const OpRecord& r) {
   for (size_t i = 0; i < r.outputs.size(); ++i) outs += (i ? " | " : "") + stats_str(r.outputs[i]);
   if (r.outputs.empty()) outs = "(no outputs)";
   std::ostream& os = tls.step_out ? *tls.step_out : std::cerr;
-  os << fmt::format("[step] {:{}}{} at {} -> {}\n", "", tls.step_nested ? 2 * r.depth : 0, r.name(), r.site.str(), outs);
+  os << fmt::format("[step] {:{}}{} at {} -> {}\n", "", tls.step_nested ? 2 * r.depth : 0, r.name(),
+                    detail::where_str(r.site, r.module), outs);
 }
 
 // What every watched op does at its end (frame already popped).
@@ -238,7 +240,7 @@ std::string OpRecord::str() const {
     for (const Tensor& t : *list)
       if (dev.empty() && t.defined()) dev = t.device().str();
   return fmt::format("{} {} -> {} {} at {}", name(), detail::shapes_str(inputs), detail::shapes_str(outputs), dev,
-                     site.str());
+                     detail::where_str(site, module));
 }
 
 // ---- hooks
@@ -328,6 +330,13 @@ Profiler::State* exchange_thread_profiler(Profiler::State* p) {
   tls.profiler = p;
   return prev;
 }
+std::string where_str(const Site& site, const ModulePath* module) {
+  return module ? fmt::format("{} in {}", site.str(), module->str()) : site.str();
+}
+int64_t span_begin() { return tls.profiler && !tls.in_tool ? now_ns() : -1; }
+void span_end(ProfileSpan::Kind kind, std::string name, const ModulePath* module, int64_t t0_ns) {
+  if (tls.profiler) profiler_span(*tls.profiler, kind, std::move(name), module, t0_ns, now_ns());
+}
 std::string shapes_str(const std::vector<Tensor>& ts) {
   std::string s;
   for (size_t i = 0; i < ts.size(); ++i) {
@@ -382,6 +391,11 @@ void debug_op_io(OpFrame* f, const Tensor* const* inputs, size_t n_in, Tensor* c
   f->rec.node = node;
   // Checked here rather than at the op's end: a throw from a normal call unwinds cleanly.
   if (tls.anomaly_on && tls.anomaly.forward && !f->in_rule) debug::check_forward(*f);
+}
+
+int64_t debug_span_begin() { return debug::detail::span_begin(); }
+void debug_module_end(const ModulePath* module, int64_t t0_ns) {
+  if (t0_ns >= 0) debug::detail::span_end(debug::ProfileSpan::module_call, module->str(), module, t0_ns);
 }
 
 void debug_alloc(const Tensor& t) {

@@ -2,6 +2,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
 #include <ostream>
 #include <sstream>
 #include <unordered_map>
@@ -47,24 +50,24 @@ std::string short_site(const Site& site) {
 void print_tape(std::ostream& os) {
   std::vector<Ref<Node>> entries = autograd::tape_entries();
   struct Row {
-    std::string idx, seq, op, in, out, dev, site;
+    std::string idx, seq, op, in, out, dev, module, site;
   };
   std::vector<Row> rows;
-  rows.push_back({"#", "seq", "op", "inputs", "outputs", "device", "site"});
+  rows.push_back({"#", "seq", "op", "inputs", "outputs", "device", "module", "site"});
   for (size_t i = 0; i < entries.size(); ++i) {
     const Node& n = *entries[i];
     std::string dev = !n.outputs.empty() ? n.outputs[0].device.str() : !n.inputs.empty() ? n.inputs[0].device.str() : "";
     rows.push_back({std::to_string(i), std::to_string(n.seq), n.op, metas_str(n.inputs), metas_str(n.outputs), dev,
-                    n.site.str()});
+                    n.module ? n.module->str() : "-", n.site.str()});
   }
-  size_t w[6] = {};
+  size_t w[7] = {};
   for (const Row& r : rows) {
-    const std::string* cols[6] = {&r.idx, &r.seq, &r.op, &r.in, &r.out, &r.dev};
-    for (int c = 0; c < 6; ++c) w[c] = std::max(w[c], cols[c]->size());
+    const std::string* cols[7] = {&r.idx, &r.seq, &r.op, &r.in, &r.out, &r.dev, &r.module};
+    for (int c = 0; c < 7; ++c) w[c] = std::max(w[c], cols[c]->size());
   }
   for (const Row& r : rows)
-    os << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.idx, w[0], r.seq, w[1], r.op, w[2],
-                      r.in, w[3], r.out, w[4], r.dev, w[5], r.site);
+    os << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.idx, w[0], r.seq, w[1], r.op,
+                      w[2], r.in, w[3], r.out, w[4], r.dev, w[5], r.module, w[6], r.site);
 }
 
 std::string tape_str() {
@@ -79,6 +82,8 @@ std::string tape_dot() {
   for (size_t i = 0; i < entries.size(); ++i) ids[entries[i].get()] = fmt::format("op{}", i);
 
   std::string nodes, edges;
+  // entry boxes by module, drawn inside nested clusters after the loop
+  std::map<const ModulePath*, std::string> in_module;
   std::unordered_map<const TensorImpl*, std::string> leaves;
   size_t n_outside = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -86,8 +91,9 @@ std::string tape_dot() {
     std::string id = ids[&n];
     std::string outs;
     for (size_t k = 0; k < n.outputs.size(); ++k) outs += (k ? ", " : "") + meta_str(n.outputs[k]);
-    nodes += fmt::format("  {} [shape=box, style=\"rounded,filled\", fillcolor=\"#fff2cc\", label=\"#{} {}\\n{}\\n-> {}\"];\n",
-                         id, i, dot_escape(n.op), dot_escape(short_site(n.site)), dot_escape(outs));
+    (n.module ? in_module[n.module] : nodes) +=
+        fmt::format("  {} [shape=box, style=\"rounded,filled\", fillcolor=\"#fff2cc\", label=\"#{} {}\\n{}\\n-> {}\"];\n",
+                    id, i, dot_escape(n.op), dot_escape(short_site(n.site)), dot_escape(outs));
     for (size_t k = 0; k < n.edges.size(); ++k) {
       const Edge& e = n.edges[k];
       std::string from;
@@ -123,6 +129,27 @@ std::string tape_dot() {
       edges += fmt::format("  {} -> {} [label=\"{}\"];\n", from, id, label);
     }
   }
+  // one cluster per module, inside its parent's: every ancestor of a module with entries
+  std::map<const ModulePath*, std::vector<const ModulePath*>> children;
+  std::vector<const ModulePath*> roots;
+  std::set<const ModulePath*> seen;
+  for (const auto& [m, text] : in_module)
+    for (const ModulePath* p = m; p && seen.insert(p).second; p = p->parent)
+      (p->parent ? children[p->parent] : roots).push_back(p);
+  int n_cluster = 0;
+  std::function<void(const ModulePath*, int)> cluster = [&](const ModulePath* m, int indent) {
+    std::string pad(size_t(indent), ' ');
+    nodes += fmt::format("{}subgraph cluster_{} {{\n{}  label=\"{}\"; style=rounded; color=gray50; fontname=\"monospace\";\n",
+                         pad, n_cluster++, pad, dot_escape(m->path.empty() ? m->type : m->path + " (" + m->type + ")"));
+    auto it = in_module.find(m);
+    if (it != in_module.end()) {
+      std::istringstream lines(it->second);
+      for (std::string line; std::getline(lines, line);) nodes += pad + line + "\n";
+    }
+    for (const ModulePath* c : children[m]) cluster(c, indent + 2);
+    nodes += pad + "}\n";
+  };
+  for (const ModulePath* r : roots) cluster(r, 2);
   return "digraph tape {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n"
          "  edge [fontname=\"monospace\", fontsize=9];\n" +
          nodes + edges + "}\n";

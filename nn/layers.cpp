@@ -14,7 +14,7 @@
 namespace reel::nn {
 
 namespace {
-// Forward errors carry the site of the module call (Module::operator() opened it).
+// Forward errors carry the site of the module call (each forward opens at_caller_site()).
 const Site kNoSite{nullptr, 0};
 
 void check_positive(const char* layer, const char* what, int64_t v) {
@@ -58,6 +58,7 @@ void Linear::reset_parameters() { default_init(weight, bias); }
 Tensor Linear::forward(const Tensor& x) { return forward_impl(x, false); }
 
 Tensor Linear::forward_impl(const Tensor& x, bool relu) {
+  SiteScope at_caller = at_caller_site();
   if (x.dim() < 1 || x.size(-1) != in_features)
     fail("Linear", fmt::format("expected input [*, {}], got {}", in_features, x.shape().str()), kNoSite);
   return relu ? linear_relu(x, weight, bias) : linear(x, weight, bias);
@@ -92,6 +93,7 @@ void Conv2d::reset_parameters() { default_init(weight, bias); }
 Tensor Conv2d::forward(const Tensor& x) { return forward_impl(x, false); }
 
 Tensor Conv2d::forward_impl(const Tensor& x, bool relu) {
+  SiteScope at_caller = at_caller_site();
   if (x.dim() != 4 || x.size(1) != in_channels)
     fail("Conv2d", fmt::format("expected input [N, {}, H, W], got {}", in_channels, x.shape().str()), kNoSite);
   reel::Conv2dOptions o;
@@ -139,6 +141,7 @@ MaxPool2d::MaxPool2d(Size2 kernel_size, Pool2dOptions opt) : kernel_size(kernel_
   pool_options("MaxPool2d", kernel_size, opt);
 }
 Tensor MaxPool2d::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   check_4d("MaxPool2d", x);
   return max_pool2d(x, pool_options("MaxPool2d", kernel_size, options));
 }
@@ -152,6 +155,7 @@ AvgPool2d::AvgPool2d(Size2 kernel_size, Pool2dOptions opt) : kernel_size(kernel_
   pool_options("AvgPool2d", kernel_size, opt);
 }
 Tensor AvgPool2d::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   check_4d("AvgPool2d", x);
   return avg_pool2d(x, pool_options("AvgPool2d", kernel_size, options));
 }
@@ -165,6 +169,7 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size(output_siz
   check_positive("AdaptiveAvgPool2d", "output_size", output_size);
 }
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   check_4d("AdaptiveAvgPool2d", x);
   return adaptive_avg_pool2d(x, output_size.h, output_size.w);
 }
@@ -211,6 +216,7 @@ void BatchNorm::reset_parameters() {
 }
 
 Tensor BatchNorm::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   if (x.dim() < min_dim_ || x.dim() > max_dim_ || x.size(1) != num_features) {
     std::string expected = min_dim_ == 4 ? fmt::format("[N, {}, H, W]", num_features)
                                          : fmt::format("[N, {}] or [N, {}, L]", num_features, num_features);
@@ -247,6 +253,7 @@ LayerNorm::LayerNorm(Dims normalized_shape, LayerNormOptions opt) : normalized_s
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   int n = normalized_shape.size();
   bool ok = x.dim() >= n;
   for (int i = 0; ok && i < n; ++i) ok = x.shape()[x.dim() - n + i] == normalized_shape[i];
@@ -266,15 +273,33 @@ std::string LayerNorm::extra_repr() const {
 Dropout::Dropout(double p) : p(p) {
   if (!(p >= 0 && p <= 1)) throw Error(fmt::format("Dropout: p must be in [0, 1], got {}", p));
 }
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+Tensor Dropout::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  return dropout(x, p, is_training());
+}
 std::string Dropout::extra_repr() const { return fmt::format("p={}", p); }
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-Tensor GELU::forward(const Tensor& x) { return gelu(x); }
-Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
-Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+Tensor ReLU::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  return relu(x);
+}
+Tensor GELU::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  return gelu(x);
+}
+Tensor Tanh::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  return tanh(x);
+}
+Tensor Sigmoid::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  return sigmoid(x);
+}
 
-Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }
+Tensor Flatten::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  return x.flatten(start_dim, end_dim);
+}
 std::string Flatten::extra_repr() const { return fmt::format("start_dim={}, end_dim={}", start_dim, end_dim); }
 
 // ---- Embedding
@@ -299,6 +324,7 @@ void Embedding::reset_parameters() {
   if (padding_idx) weight.select(0, *padding_idx).fill_(0.0);
 }
 Tensor Embedding::forward(const Tensor& indices) {
+  SiteScope at_caller = at_caller_site();
   if (indices.dtype() != DType::i64)
     fail("Embedding", fmt::format("expected i64 indices, got {}", dtype_name(indices.dtype())), kNoSite);
   return embedding(weight, indices, {.padding_idx = padding_idx});
@@ -325,18 +351,25 @@ void Sequential::wrong_type(size_t i) const {
 
 // A Linear or Conv2d directly followed by a ReLU runs as one op with the relu fused
 // into the GEMM / convolution (linear_relu, conv2d_relu): one pass over the output
-// fewer forward and backward. Exact types only, so a subclass's own forward is kept.
+// fewer forward and backward. Exact types only, so a subclass's own forward is kept;
+// not when either module has hooks, which must see the two calls. The fused op runs
+// as a call of the Linear (module path "0"), every other module through its call
+// operator, as PyTorch's Sequential calls module(input).
 Tensor Sequential::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   Tensor y = x;
   for (size_t i = 0; i < modules_.size(); ++i) {
     Module* m = modules_[i];
-    bool relu_next = i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU);
+    bool relu_next = i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU) && !m->has_hooks() &&
+                     !modules_[i + 1]->has_hooks();
     if (relu_next && typeid(*m) == typeid(Linear)) {
+      Call call(*m, kNoSite);
       y = static_cast<Linear*>(m)->forward_impl(y, true), ++i;
     } else if (relu_next && typeid(*m) == typeid(Conv2d)) {
+      Call call(*m, kNoSite);
       y = static_cast<Conv2d*>(m)->forward_impl(y, true), ++i;
     } else {
-      y = m->forward(y);
+      y = (*m)(y, kNoSite);
     }
   }
   return y;

@@ -81,11 +81,6 @@ Tensor Module::forward(const Tensor&) {
                           "or call the module's own forward", type_name()));
 }
 
-Tensor Module::operator()(const Tensor& x, Site site) {
-  SiteScope scope(site);
-  return forward(x);
-}
-
 std::string Module::type_name() const {
   const char* mangled = typeid(*this).name();
   int status = 0;

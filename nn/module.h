@@ -18,8 +18,12 @@
 // would share parameters silently.
 #pragma once
 #include <concepts>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,6 +32,30 @@
 namespace reel::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+class Module;
+
+// Hooks on a module's call, with PyTorch's semantics (register_forward_pre_hook, ...).
+// Each may return a tensor that replaces the value it was given, or nothing (a hook
+// written to return void is accepted too).
+//   pre-forward:  (module, input)                -> replaces the input forward() gets
+//   forward:      (module, input, output)        -> replaces the output the caller gets
+//   pre-backward: (module, grad_output)          -> replaces the gradient entering the module
+//   backward:     (module, grad_input, grad_output) -> replaces the gradient leaving it for
+//                 the input (grad_input is undefined when the input does not require grad)
+using ForwardPreHook = std::function<std::optional<Tensor>(Module&, const Tensor& input)>;
+using ForwardHook = std::function<std::optional<Tensor>(Module&, const Tensor& input, const Tensor& output)>;
+using BackwardPreHook = std::function<std::optional<Tensor>(Module&, const Tensor& grad_output)>;
+using BackwardHook =
+    std::function<std::optional<Tensor>(Module&, const Tensor& grad_input, const Tensor& grad_output)>;
+struct ModuleHooks;  // a module's hooks (nn/module_call.cpp)
+
+// Unregisters its hook on remove(); dropping the handle keeps the hook. Safe after
+// the module is gone (then it does nothing).
+struct RemovableHandle {
+  std::weak_ptr<ModuleHooks> hooks;
+  uint64_t id = 0;
+  void remove();
+};
 
 class Module {
  public:
@@ -38,8 +66,51 @@ class Module {
   // The computation of a one-input module. The base throws Error (a module with
   // several inputs defines its own call operator instead).
   virtual Tensor forward(const Tensor& x);
-  // Calls forward() with the caller's line as the site of every op inside.
+  // Calls forward() inside this module: ops in a forward() you wrote report their own
+  // lines, ops of reel's own layers the line that called the layer, and every op the
+  // module path ("feat.fc"); runs the hooks registered below.
   Tensor operator()(const Tensor& x, Site site = {});
+
+  // This module on this thread's stack of module calls, for the length of one call:
+  // the module path and sites as operator() sets them (no hooks). A module with several
+  // inputs opens one in its own call operator:
+  //   Tensor operator()(const Tensor& a, const Tensor& b, Site site = {}) {
+  //     Call call(*this, site);
+  //     return forward(a, b);
+  //   }
+  class Call {
+   public:
+    Call(Module& module, const Site& site);
+    ~Call();
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    const ModulePath* path() const { return path_; }
+
+   private:
+    friend class Module;
+    Module* module_;
+    const ModulePath* path_;
+    Site site_;  // the user's line that called the module
+    Call* parent_;
+    int64_t t0_ns_ = -1;  // >= 0: a profiler times this call
+    ModuleScope in_module_;
+    SiteScope user_code_;
+  };
+
+  // ---- hooks (see ForwardHook above): run in registration order, around operator().
+  template <typename F> RemovableHandle register_forward_pre_hook(F&& hook) {
+    return add_hook(0, ForwardPreHook(hook_returning<const Tensor&>(std::forward<F>(hook))));
+  }
+  template <typename F> RemovableHandle register_forward_hook(F&& hook) {
+    return add_hook(1, ForwardHook(hook_returning<const Tensor&, const Tensor&>(std::forward<F>(hook))));
+  }
+  template <typename F> RemovableHandle register_full_backward_pre_hook(F&& hook) {
+    return add_hook(2, BackwardPreHook(hook_returning<const Tensor&>(std::forward<F>(hook))));
+  }
+  template <typename F> RemovableHandle register_full_backward_hook(F&& hook) {
+    return add_hook(3, BackwardHook(hook_returning<const Tensor&, const Tensor&>(std::forward<F>(hook))));
+  }
+  bool has_hooks() const;
   // "Linear", "Conv2d", ...: used in error messages and str().
   virtual std::string type_name() const;
   // One line describing the module's configuration, as PyTorch's extra_repr.
@@ -101,6 +172,11 @@ class Module {
   // Registers a heap-held child that this module owns.
   Module& register_module(const std::string& name, std::unique_ptr<Module> owned);
 
+  // reel's own modules open this first in forward(): the ops they run on the user's
+  // behalf then report the user's line that called the module (a forward() the user
+  // wrote opens nothing, so its ops report their own lines).
+  [[nodiscard]] SiteScope at_caller_site() const;
+
  private:
   struct Slot {
     std::string name;
@@ -118,10 +194,43 @@ class Module {
   Module& child_at(const Child& c) const;
   template <typename F> void visit_tensors(bool params, bool recurse, const std::string& prefix, F&& f) const;
 
+  // A hook that returns void becomes one that returns "no replacement".
+  template <typename... A, typename F> static auto hook_returning(F&& f) {
+    return [f = std::forward<F>(f)](Module& m, A... a) -> std::optional<Tensor> {
+      if constexpr (std::is_void_v<std::invoke_result_t<F&, Module&, A...>>) {
+        f(m, a...);
+        return std::nullopt;
+      } else {
+        return f(m, a...);
+      }
+    };
+  }
+  // kind: 0 forward pre, 1 forward, 2 backward pre, 3 backward (the pre hooks share a
+  // signature, as do the others)
+  RemovableHandle add_hook(int kind, ForwardPreHook h);
+  RemovableHandle add_hook(int kind, ForwardHook h);
+  Tensor call_with_hooks(const Tensor& x);
+  const ModulePath* path_under(const Call* parent);
+
+  // This module's path under the module that called it last (parent's path, then its
+  // own), so a call finds it with one comparison; a moved module starts afresh.
+  struct PathCache {
+    const ModulePath* parent = nullptr;
+    const ModulePath* path = nullptr;
+    PathCache() = default;
+    PathCache(PathCache&&) noexcept {}
+    PathCache& operator=(PathCache&&) noexcept {
+      parent = path = nullptr;
+      return *this;
+    }
+  };
+
   std::vector<Slot> params_;
   std::vector<Slot> buffers_;
   std::vector<Child> children_;
   bool training_ = true;
+  PathCache path_cache_;
+  std::shared_ptr<ModuleHooks> hooks_;  // null until a hook is registered
 };
 
 }  // namespace reel::nn

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "backend.h"
 
@@ -106,6 +109,10 @@ SiteScope::SiteScope(const Site& site, Replace)
   tls_outer_site = site;
   tls_site_active = true;
 }
+SiteScope::SiteScope(UserCode)
+    : owner_(false), replaced_(true), saved_active_(tls_site_active), saved_(tls_outer_site) {
+  tls_site_active = false;
+}
 SiteScope::~SiteScope() {
   if (replaced_) {
     tls_outer_site = saved_;
@@ -116,9 +123,36 @@ SiteScope::~SiteScope() {
 }
 Site SiteScope::current(const Site& fallback) { return tls_site_active ? tls_outer_site : fallback; }
 
+// ---- module paths
+namespace {
+thread_local const ModulePath* tls_module = nullptr;
+}  // namespace
+
+const ModulePath* current_module() { return tls_module; }
+ModuleScope::ModuleScope(const ModulePath* module) : saved_(tls_module) { tls_module = module; }
+ModuleScope::~ModuleScope() { tls_module = saved_; }
+
+const ModulePath* ModulePath::intern(const ModulePath* parent, const std::string& name, const std::string& type) {
+  // Never freed: a program has as many distinct paths as its models have modules.
+  static std::mutex mutex;
+  static std::map<std::tuple<const ModulePath*, std::string, std::string>, std::unique_ptr<ModulePath>> paths;
+  std::lock_guard lock(mutex);
+  auto& slot = paths[{parent, name, type}];
+  if (!slot) {
+    slot = std::make_unique<ModulePath>();
+    slot->parent = parent;
+    slot->name = name;
+    slot->type = type;
+    slot->path = parent && !parent->path.empty() ? parent->path + "." + name : name;
+  }
+  return slot.get();
+}
+
 void fail(const char* op, const std::string& message, const Site& site) {
   Site where = SiteScope::current(site);
-  if (where.known()) throw Error(fmt::format("{}: {} (at {})", op, message, where.str()));
+  std::string in = tls_module ? " in " + tls_module->str() : std::string();
+  if (where.known()) throw Error(fmt::format("{}: {} (at {}{})", op, message, where.str(), in));
+  if (tls_module) throw Error(fmt::format("{}: {} (in {})", op, message, tls_module->str()));
   throw Error(fmt::format("{}: {}", op, message));
 }
 

@@ -19,9 +19,39 @@ struct Site {
   std::string str() const;  // "train.cpp:42", or "unknown site"
 };
 
-// The outermost public call on this thread owns the site: ops called from inside
-// reel (a Linear calling linear, cross_entropy calling log_softmax) report the
-// user's line, not reel's. Scopes nest; only the outermost one counts.
+// A module's place in the model, by PyTorch's named_modules names: "feat.fc" (path),
+// its last part "fc" (name) and its class "Linear" (type); the module a model was
+// called through has the empty path. Interned: one object per distinct (parent, name,
+// type) for the life of the program, so an op records where it ran as one pointer.
+struct ModulePath {
+  const ModulePath* parent = nullptr;
+  std::string name, path, type;
+  // "feat.fc", or the type for the root module ("Net")
+  const std::string& str() const { return path.empty() ? type : path; }
+  // The one object for (parent, name, type); thread-safe.
+  static const ModulePath* intern(const ModulePath* parent, const std::string& name, const std::string& type);
+};
+
+// The module whose forward() runs on this thread (the innermost one), or null.
+const ModulePath* current_module();
+// Sets current_module() until destroyed (nn::Module's call operator; the engine runs
+// each backward rule in the module of its forward op).
+class ModuleScope {
+ public:
+  explicit ModuleScope(const ModulePath* module);
+  ~ModuleScope();
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+ private:
+  const ModulePath* saved_;
+};
+
+// Which line an op reports: the innermost line of the user's code. The outermost
+// public call on this thread owns the site, so ops called from inside reel (a Linear
+// calling linear, cross_entropy calling log_softmax) report the user's line, not
+// reel's; scopes nest and only the outermost one counts. User code that reel calls
+// (a module's forward(), via the module's call operator) opens a UserCode scope: the
+// ops it calls own their sites again, so an op in forward() reports its own line.
 class SiteScope {
  public:
   explicit SiteScope(const Site& site);
@@ -29,6 +59,12 @@ class SiteScope {
   // the site of its forward call, inside backward()'s own scope.
   struct Replace {};
   SiteScope(const Site& site, Replace);
+  // The user's code runs in this scope: the next public call owns the site again.
+  struct UserCode {};
+  explicit SiteScope(UserCode);
+  // Changes nothing (a scope for code that has no better site to give).
+  struct Keep {};
+  explicit SiteScope(Keep) : owner_(false) {}
   ~SiteScope();
   SiteScope(const SiteScope&) = delete;
   SiteScope& operator=(const SiteScope&) = delete;
@@ -45,7 +81,8 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
-// Throws Error("op: message (at file:line)").
+// Throws Error("op: message (at file:line)"), or "(at file:line in feat.fc)" inside a
+// module's forward (see current_module()).
 [[noreturn]] void fail(const char* op, const std::string& message, const Site& site);
 
 }  // namespace reel

@@ -21,6 +21,7 @@ struct Net : nn::Module {
     register_module("fc2", fc2);
     register_buffer("scale", scale);
   }
+  static constexpr int forward_line = __LINE__ + 1;
   Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))) * scale; }
 };
 
@@ -144,15 +145,23 @@ TEST_CASE("Sequential runs its modules in order and names them by index", "[nn]"
 }
 
 TEST_CASE("a module's call records the caller's line on the tape and in errors", "[nn]") {
-  Net net;
-  Tensor x = randn({2, 4});
+  // reel's layer called here: its ops and errors name this line
+  nn::Linear fc(4, 8);
   int line = __LINE__ + 1;
-  Tensor y = net(x);
+  Tensor y = fc(randn({2, 4}));
   REQUIRE(y.grad_fn() != nullptr);
   CHECK(y.grad_fn()->site.line == uint32_t(line));
   int bad_line = __LINE__ + 1;
+  REQUIRE_THROWS_WITH(fc(randn({2, 5})), Catch::Contains("Linear: expected input [*, 4], got [2, 5]") &&
+                                             Catch::Contains("test_nn.cpp:" + std::to_string(bad_line)));
+  // a module written here: the line inside its forward() and the module path
+  // (test_debug_modules.cpp checks every debug tool)
+  Net net;
+  Tensor z = net(randn({2, 4}));
+  CHECK(z.grad_fn()->site.line == uint32_t(Net::forward_line));
   REQUIRE_THROWS_WITH(net(randn({2, 5})), Catch::Contains("Linear: expected input [*, 4], got [2, 5]") &&
-                                              Catch::Contains("test_nn.cpp:" + std::to_string(bad_line)));
+                                              Catch::Contains("test_nn.cpp:" + std::to_string(Net::forward_line) +
+                                                              " in fc1)"));
   nn::Module& base = net.fc1;
   CHECK(base.type_name() == "Linear");
 }

@@ -1,6 +1,7 @@
 # gdb pretty-printers for reel: Tensor (shape, dtype, device, requires_grad, grad_fn
-# and the first values of a CPU tensor), TensorImpl, Node (a tape entry: op, site,
-# shapes), Dims, Site, Device and Ref<T>.
+# with its op, site and module path, and the first values of a CPU tensor),
+# TensorImpl, Node (a tape entry: op, shapes, site, module path), Dims, Site, Device,
+# ModulePath and Ref<T>.
 #
 # libreel carries this file in its .debug_gdb_scripts section, so gdb loads it with
 # the library once the library's directory is on gdb's auto-load safe-path:
@@ -48,6 +49,27 @@ def _site(site):
     if int(f) == 0 or int(site["line"]) == 0:
         return "unknown site"
     return "%s:%d" % (f.string(), int(site["line"]))
+
+
+def _string(s):
+    """A libstdc++ std::string."""
+    return s["_M_dataplus"]["_M_p"].string(length=int(s["_M_string_length"]))
+
+
+def _module(p):
+    """A ModulePath pointer as reel prints it: "feat.fc", the type for the root; "" for null."""
+    if int(p) == 0:
+        return ""
+    m = p.dereference()
+    path = _string(m["path"])
+    return path if path else _string(m["type"])
+
+
+def _where(node):
+    """ "file:line in feat.fc" for a tape entry (without " in ..." outside modules)."""
+    s = _site(node["site"])
+    module = _module(node["module"])
+    return s + " in " + module if module else s
 
 
 def _vector(v):
@@ -115,7 +137,7 @@ def _impl_str(impl):
         s += " requires_grad"
     node = _pointer(impl["grad_fn"])
     if int(node):
-        s += " grad_fn=" + node["op"].string()
+        s += " grad_fn=%s at %s" % (node["op"].string(), _where(node))
     if int(storage) and 0 <= dt < len(_DTYPES):
         s += _first_values(impl, dt, shape, device)
     return s
@@ -148,7 +170,7 @@ class NodePrinter:
         v = self.val
         ins = ", ".join(_meta_str(m) for m in _vector(v["inputs"]))
         outs = ", ".join(_meta_str(m) for m in _vector(v["outputs"]))
-        return "reel::Node #%d %s %s -> %s at %s" % (int(v["seq"]), v["op"].string(), ins, outs, _site(v["site"]))
+        return "reel::Node #%d %s %s -> %s at %s" % (int(v["seq"]), v["op"].string(), ins, outs, _where(v))
 
 
 class DimsPrinter:
@@ -165,6 +187,14 @@ class SitePrinter:
 
     def to_string(self):
         return _site(self.val)
+
+
+class ModulePathPrinter:
+    def __init__(self, val):
+        self.val = val
+
+    def to_string(self):
+        return "reel::ModulePath " + _module(self.val.address)
 
 
 class DevicePrinter:
@@ -200,6 +230,7 @@ def build_printers():
     pp.add_printer("Dims", "^reel::Dims$", DimsPrinter)
     pp.add_printer("Site", "^reel::Site$", SitePrinter)
     pp.add_printer("Device", "^reel::Device$", DevicePrinter)
+    pp.add_printer("ModulePath", "^reel::ModulePath$", ModulePathPrinter)
     pp.add_printer("Ref", "^reel::Ref<.*>$", RefPrinter)
     return pp
 

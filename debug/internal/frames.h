@@ -29,6 +29,14 @@ Profiler::State* exchange_thread_profiler(Profiler::State* p);
 // Called by the frame machinery when an op ends while `p` runs on this thread.
 void profiler_record(Profiler::State& p, const OpRecord& rec, int64_t t0_ns, int64_t t1_ns);
 bool profiler_synchronizes(const Profiler::State& p);
+void profiler_span(Profiler::State& p, ProfileSpan::Kind kind, std::string name, const ModulePath* module,
+                   int64_t t0_ns, int64_t t1_ns);
+// "train.cpp:12 in feat.fc", or "train.cpp:12" outside modules
+std::string where_str(const Site& site, const ModulePath* module);
+// A span (module call or Range) starting now: its start time, or -1 when no profiler
+// runs on this thread; span_end records it.
+int64_t span_begin();
+void span_end(ProfileSpan::Kind kind, std::string name, const ModulePath* module, int64_t t0_ns);
 // "[2, 3] f32, - , [3] f64" (undefined tensors as "-")
 std::string shapes_str(const std::vector<Tensor>& ts);
 // "[1, 0]": the multi-dim index of flat element `flat` of a row-major `shape`

@@ -16,6 +16,8 @@ foreach(l IN LISTS lines)
     set(mul_line ${n})
   elseif(l MATCHES "// gdb line: exp")
     set(exp_line ${n})
+  elseif(l MATCHES "// gdb line: block")
+    set(block_line ${n})
   endif()
 endforeach()
 
@@ -34,15 +36,19 @@ endfunction()
 
 run_gdb(text -ex "break reel_gdb_stop" -ex run -ex up
         -ex "print t" -ex "print y" -ex "print big" -ex "print flags" -ex "print none"
-        -ex "print *y.impl_.p_->grad_fn.p_" -ex "print y.impl_.p_->shape" -ex "print e.impl_.p_->grad_fn")
+        -ex "print *y.impl_.p_->grad_fn.p_" -ex "print y.impl_.p_->shape" -ex "print e.impl_.p_->grad_fn"
+        -ex "print m" -ex "print *m.impl_.p_->grad_fn.p_->module")
 expect("${text}" "\\$1 = reel::Tensor \\[2, 3\\] f32 cpu = {0, 2, 4, 1, 3, 5}\n")
-expect("${text}" "\\$2 = reel::Tensor \\[2, 3\\] f32 cpu requires_grad grad_fn=mul = {0, 1, 2, 0.5, 1.5, 2.5}\n")
+expect("${text}" "\\$2 = reel::Tensor \\[2, 3\\] f32 cpu requires_grad grad_fn=mul at [^\n]*gdb_target\\.cpp:${mul_line} = {0, 1, 2, 0.5, 1.5, 2.5}\n")
 expect("${text}" "\\$3 = reel::Tensor \\[100\\] f64 cpu = {0, 1, 2, 3, 4, 5, \\.\\.\\.}\n")
 expect("${text}" "\\$4 = reel::Tensor \\[2, 3\\] bool cpu = {false, false, true, false, true, true}\n")
 expect("${text}" "\\$5 = reel::Tensor \\(undefined\\)\n")
 expect("${text}" "\\$6 = reel::Node #[0-9]+ mul \\[2, 3\\] f32, \\[2, 3\\] f32 -> \\[2, 3\\] f32 at [^\n]*gdb_target\\.cpp:${mul_line}\n")
 expect("${text}" "\\$7 = \\[2, 3\\]\n")
 expect("${text}" "\\$8 = reel::Node #[0-9]+ exp \\[2, 3\\] f32 -> \\[2, 3\\] f32 at [^\n]*gdb_target\\.cpp:${exp_line}\n")
+# a tensor made inside a submodule's forward: the op, the line in forward() and the module path
+expect("${text}" "\\$9 = reel::Tensor \\[3, 2\\] f32 cpu requires_grad grad_fn=linear at [^\n]*gdb_target\\.cpp:${block_line} in block\\.lin = {")
+expect("${text}" "\\$10 = reel::ModulePath block\\.lin\n")
 
 run_gdb(text -ex "set environment REEL_BREAK_ON=exp" -ex run -ex bt)
 expect("${text}" "SIGTRAP")
