@@ -96,7 +96,8 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, Site s
 }
 
 // With replacement: each draw u ~ U[0, total) picks the first category whose running sum
-// exceeds u. Without: the num_samples largest keys log(1 - u) / p (Efraimidis-Spirakis),
+// exceeds u (counted as the running sums <= u: an [N, num_samples, C] comparison, which is
+// small for the usual num_samples = 1 and grows with many draws from a large C). Without: the num_samples largest keys log(1 - u) / p (Efraimidis-Spirakis),
 // which draws categories one after another in proportion to the weights that remain, as
 // PyTorch does, in one sort.
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Site site) {
