@@ -190,3 +190,5 @@ Tensor& operator*=(Tensor& a, double b);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, Site site = {});
 
 }  // namespace reel
+
+#include "ops_everyday.h"  // masks, sorting, scans, norms, scatter, padding, einsum, 1-d conv and pooling

@@ -197,3 +197,67 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
 }
 
 }  // namespace reel
+
+namespace reel {
+
+// y = the gradient of conv2d with respect to its input, as an op: x [N, C, H, W] plays
+// conv2d's output gradient, weight [C, O/g, KH, KW] conv2d's weight (same layout).
+// OH = (H - 1) stride - 2 pad + dil (KH - 1) + output_padding + 1.
+// dx = conv2d(g, W), dW = weight_grad(g as conv2d's input, x as its output gradient), db = sum_{n,h,w} g
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvTranspose2dOptions opt,
+                        Site site) {
+  OpScope op("conv_transpose2d", site);
+  check_defined(op, x, "the input");
+  check_defined(op, weight, "the weight");
+  check_same_device(op, x, weight);
+  check_floating(op, x, "the input");
+  check_dim(op, x, 4, "the input [N, C, H, W]");
+  check_dim(op, weight, 4, "the weight [C, O/groups, KH, KW]");
+  if (x.dtype() != weight.dtype())
+    fail(op.op, fmt::format("expected the input and the weight of one dtype, got {} and {}", describe(x),
+                            describe(weight)), op.site);
+  ConvParams p = params_of({.stride = opt.stride, .padding = opt.padding, .dilation = opt.dilation,
+                            .groups = opt.groups});
+  const int64_t C = x.size(1), g = opt.groups;
+  if (g < 1 || weight.size(0) != C || C % g != 0)
+    fail(op.op, fmt::format("the input {} has {} channels; expected a weight [{}, O/groups, KH, KW] with groups = {} "
+                            "dividing them, got {}", x.shape().str(), C, C, g, weight.shape().str()), op.site);
+  const int64_t O = weight.size(1) * g;
+  Dims shape{x.size(0), O, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (p.stride[i] < 1 || p.dilation[i] < 1 || p.padding[i] < 0 || opt.output_padding[i] < 0 ||
+        opt.output_padding[i] >= p.stride[i])
+      fail(op.op, fmt::format("expected stride >= 1, dilation >= 1, padding >= 0 and 0 <= output_padding < stride, "
+                              "got stride [{}, {}], dilation [{}, {}], padding [{}, {}], output_padding "
+                              "[{}, {}]", p.stride[0], p.stride[1], p.dilation[0], p.dilation[1], p.padding[0],
+                              p.padding[1], opt.output_padding[0], opt.output_padding[1]), op.site);
+    shape[2 + i] = (x.size(2 + i) - 1) * p.stride[i] - 2 * p.padding[i] + p.dilation[i] * (weight.size(2 + i) - 1) +
+                   opt.output_padding[i] + 1;
+    if (shape[2 + i] < 1)
+      fail(op.op, fmt::format("the output would have size {} in dim {} (input {}, weight {})", shape[2 + i], 2 + i,
+                              x.shape().str(), weight.shape().str()), op.site);
+  }
+  if (bias.defined()) {
+    check_same_device(op, x, bias);
+    if (bias.dtype() != x.dtype() || bias.dim() != 1 || bias.size(0) != O)
+      fail(op.op, fmt::format("expected a bias [{}] {}, got {}", O, dtype_name(x.dtype()), describe(bias)), op.site);
+  }
+  Tensor y = new_tensor(shape, x.dtype(), x.device());
+  if (y.numel()) {
+    if (x.numel()) backend_of(x).conv2d_backward_data(y, x.contiguous(), weight.contiguous(), p);
+    else backend_of(x).fill(y, 0);
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        ConvParams p = recall(n);
+        if (n.needs_grad(0)) gi[0] = conv2d(g[0], n.saved_tensor(1), {}, options_of(p));
+        if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(g[0], n.saved_tensor(0), n.input_shape(1), p);
+      }, {&x, &weight}, {&y})) {
+    n->save(n->needs_grad(1) ? x : Tensor());
+    n->save(n->needs_grad(0) ? weight : Tensor());
+    remember(n, p);
+  }
+  if (!bias.defined()) return y;
+  return add(y, bias.reshape({1, O, 1, 1}));
+}
+
+}  // namespace reel

@@ -55,6 +55,9 @@ class CpuBackend final : public Backend {
   void index_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
   void gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index) override;
   void scatter_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
+  void sort(const Tensor& values, const Tensor& indices, const Tensor& x, bool descending) override;
+  void cumulative(ScanOp op, const Tensor& out, const Tensor& x, int dim, bool reverse) override;
+  void scatter(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
   void optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
                   const std::vector<Tensor>& state3) override;

@@ -1,5 +1,5 @@
 // Indexing kernels along one dim of a strided tensor: index_select, index_add,
-// gather, scatter_add. All are memory-bound gathers/scatters. The accumulating ones
+// gather, scatter_add, scatter. All are memory-bound gathers/scatters. The accumulating ones
 // (index_add, scatter_add) parallelise only over destinations that no two threads
 // share and walk the indexed dim sequentially, so repeated indices add up without atomics.
 #include <omp.h>
@@ -199,9 +199,9 @@ void gather_typed(const Tensor& out, const Tensor& x, int dim, const Tensor& ind
   });
 }
 
-// out[p with p[dim] = index[p]] += src[p] over every position p of index; the
+// out[p with p[dim] = index[p]] += src[p] (or = src[p]) over every position p of index; the
 // positions that differ only along dim (the only ones that can collide) run in one thread
-template <typename T>
+template <typename T, bool Add = true>
 void scatter_add_typed(const Tensor& out, int dim, const Tensor& index, const Tensor& src) {
   Walk<3> w;  // out, index, src over the dims other than dim
   for (int d = 0; d < index.dim(); ++d)
@@ -218,7 +218,10 @@ void scatter_add_typed(const Tensor& out, int dim, const Tensor& index, const Te
       T* ob = o + b[0];
       const int64_t* ib = idx + b[1] + k * is;
       const T* sb = sp + b[2] + k * ss;
-      for (int64_t i = 0; i < n; ++i) ob[i * s0 + ib[i * s1] * os] += sb[i * s2];
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (Add) ob[i * s0 + ib[i * s1] * os] += sb[i * s2];
+        else ob[i * s0 + ib[i * s1] * os] = sb[i * s2];
+      }
     }
   });
 }
@@ -245,6 +248,10 @@ void CpuBackend::scatter_add(const Tensor& out, int dim, const Tensor& index, co
     if constexpr (std::is_same_v<T, bool>) throw Error("scatter_add: bool tensors cannot be summed");
     else scatter_add_typed<T>(out, dim, index, src);
   });
+}
+
+void CpuBackend::scatter(const Tensor& out, int dim, const Tensor& index, const Tensor& src) {
+  dispatch(out.dtype(), "scatter", [&]<typename T>() { scatter_add_typed<T, false>(out, dim, index, src); });
 }
 
 }  // namespace reel::cpu

@@ -176,6 +176,7 @@ void Context::raise_fault(const char* op) {
     case kFaultIndexAdd: what = "index_add: index"; break;
     case kFaultGather: what = "gather: index"; break;
     case kFaultScatterAdd: what = "scatter_add: index"; break;
+    case kFaultScatter: what = "scatter: index"; break;
     default: break;
   }
   throw Error(fmt::format("{} {} is out of range [0, {}) on cuda:{} (found by the kernel, reported at the next "

@@ -1,5 +1,6 @@
 // Indexing along one dim: index_select, gather (reads through an index) and their
-// gradients index_add, scatter_add (accumulate through an index, atomically).
+// gradients index_add, scatter_add (accumulate through an index, atomically); scatter
+// (writes through an index; among repeated positions one write lands, unspecified which).
 //
 // Layout: any strides. Each op walks one tensor elementwise (out for the reads, src
 // for the accumulations) with three operands in one offset calculator: the walked
@@ -46,7 +47,7 @@ __device__ __forceinline__ void report(DeviceFault* f, int code, long long value
 }
 
 // Reads: walked[o0] = indexed[o1 + index[o2] * step]; accumulations: indexed[o1 + index[o2] * step] += walked[o0]
-template <typename T, bool Accumulate>
+template <typename T, bool Accumulate, bool Set = false>
 __global__ void __launch_bounds__(kThreads) index_kernel(uint32_t n, OffsetCalc<3> calc, std::array<char*, 3> base,
                                                          int64_t step, int64_t bound, DeviceFault* fault, int code) {
   T* walked = reinterpret_cast<T*>(base[0]);
@@ -60,7 +61,8 @@ __global__ void __launch_bounds__(kThreads) index_kernel(uint32_t n, OffsetCalc<
       report(fault, code, v, bound);
       continue;
     }
-    if constexpr (Accumulate) atomic_add(indexed + off[1] + v * step, walked[off[0]]);
+    if constexpr (Set) indexed[off[1] + v * step] = walked[off[0]];
+    else if constexpr (Accumulate) atomic_add(indexed + off[1] + v * step, walked[off[0]]);
     else walked[off[0]] = indexed[off[1] + v * step];
   }
 }
@@ -91,7 +93,7 @@ Operands operands(const Tensor& walked, const Tensor& indexed, const Tensor& ind
   return o;
 }
 
-template <typename T, bool Accumulate>
+template <typename T, bool Accumulate, bool Set = false>
 void run(Context& ctx, const char* op, int code, const Tensor& walked, const Tensor& indexed, const Tensor& index,
          int dim, bool index_is_1d) {
   if (walked.numel() == 0) return;
@@ -99,7 +101,7 @@ void run(Context& ctx, const char* op, int code, const Tensor& walked, const Ten
   int64_t step = indexed.strides()[dim], bound = indexed.shape()[dim];
   for_each_piece<3>(o.g, o.base, {sizeof(T), sizeof(T), sizeof(int64_t)},
                     [&](const OffsetCalc<3>& calc, uint32_t n, std::array<char*, 3> b) {
-                      index_kernel<T, Accumulate><<<ctx.grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(
+                      index_kernel<T, Accumulate, Set><<<ctx.grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(
                           n, calc, b, step, bound, ctx.fault_device, code);
                       check_launch(op);
                     });
@@ -152,6 +154,16 @@ void CudaBackend::scatter_add(const Tensor& out, int dim, const Tensor& index, c
       Tensor s = view_of(src, index.shape(), src.strides(), src.offset());
       run<T, true>(c, "scatter_add", kFaultScatterAdd, s, out, index, dim, false);
     }
+  });
+}
+
+void CudaBackend::scatter(const Tensor& out, int dim, const Tensor& index, const Tensor& src) {
+  expect_here("scatter", {&out, &index, &src});
+  expect_index("scatter", index);
+  Context& c = ctx();
+  dispatch(out.dtype(), "scatter", [&]<typename T>() {
+    Tensor s = view_of(src, index.shape(), src.strides(), src.offset());
+    run<T, false, true>(c, "scatter", kFaultScatter, s, out, index, dim, false);
   });
 }
 

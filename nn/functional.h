@@ -23,4 +23,16 @@ inline Tensor linear_bias_relu(const Tensor& x, const Tensor& weight, const Tens
   return linear_relu(x, weight, bias, site);
 }
 
+// The everyday ops (autograd/ops_everyday.h) under F:: as well, as PyTorch users spell
+// them: F::normalize(x), F::pad(x, {1, 1}), F::interpolate(x, {.scale_factor = {2}}).
+using reel::adaptive_avg_pool1d;
+using reel::avg_pool1d;
+using reel::conv1d;
+using reel::conv_transpose2d;
+using reel::cosine_similarity;
+using reel::interpolate;
+using reel::max_pool1d;
+using reel::normalize;
+using reel::pad;
+
 }  // namespace reel::nn::functional

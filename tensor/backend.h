@@ -45,6 +45,8 @@ enum class BinaryOp : uint8_t {
 
 enum class ReduceOp : uint8_t { sum, mean, max, min, prod, argmax, argmin };
 
+enum class ScanOp : uint8_t { sum, prod };
+
 struct ConvParams {
   int64_t stride[2] = {1, 1};
   int64_t padding[2] = {0, 0};
@@ -162,6 +164,18 @@ class Backend {
   virtual void gather(const Tensor& out, const Tensor& x, int dim, const Tensor& index) = 0;
   // out[index[i][j]][j] += src[i][j] for dim 0
   virtual void scatter_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) = 0;
+
+  // ---- sorting, scans and scatter (autograd/ops_sort.cpp, ops_scan.cpp, ops_scatter.cpp)
+  // Sorts each row of x [R, n] (contiguous) stably, NaN above every number (as PyTorch),
+  // and writes the first k = values.size(1) of each sorted row: values [R, k] in x's
+  // dtype and indices i64 [R, k] (positions in the row), both contiguous.
+  virtual void sort(const Tensor& values, const Tensor& indices, const Tensor& x, bool descending) = 0;
+  // out = the running sum (or product) of x along dim, from the end when reverse; out has x's
+  // shape and dtype, both any strides.
+  virtual void cumulative(ScanOp op, const Tensor& out, const Tensor& x, int dim, bool reverse) = 0;
+  // out[p with p[dim] = index[p]] = src[p] over every position p of index: scatter_add
+  // without the add. Among repeated positions, which write lands is unspecified.
+  virtual void scatter(const Tensor& out, int dim, const Tensor& index, const Tensor& src) = 0;
 
   // ---- optimizers: one fused pass over all parameters of this device. For each i:
   // params[i] -= update(grads[i], state tensors), in place, PyTorch's update rules

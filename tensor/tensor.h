@@ -148,6 +148,30 @@ class Tensor {
   Tensor tanh(Site site = {}) const;
   Tensor pow(double exponent, Site site = {}) const;
   Tensor matmul(const Tensor& other, Site site = {}) const;
+  // PyTorch's method spellings (autograd/ops_methods.cpp). float(), long(), int(), bool()
+  // and double() are C++ keywords: to_float(), to_long(), to_int(), to_bool(), to_double().
+  Tensor sum(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor mean(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor min(Site site = {}) const;
+  Tensor min(int64_t dim, bool keepdim = false, Site site = {}) const;  // values only, as max(dim)
+  Tensor argmin(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor std(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor var(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor norm(double p = 2, Site site = {}) const;
+  Tensor softmax(int64_t dim, Site site = {}) const;
+  Tensor log_softmax(int64_t dim, Site site = {}) const;
+  Tensor clamp(double low, double high, Site site = {}) const;
+  Tensor clamp_min(double low, Site site = {}) const;
+  Tensor clamp_max(double high, Site site = {}) const;
+  Tensor masked_fill(const Tensor& mask, double value, Site site = {}) const;
+  Tensor cumsum(int64_t dim, Site site = {}) const;
+  Tensor flip(const Dims& dims, Site site = {}) const;
+  Tensor repeat(const Dims& reps, Site site = {}) const;
+  Tensor to_float(Site site = {}) const;   // f32
+  Tensor to_double(Site site = {}) const;  // f64
+  Tensor to_long(Site site = {}) const;    // i64
+  Tensor to_int(Site site = {}) const;     // i32
+  Tensor to_bool(Site site = {}) const;
 
   std::string str() const;  // as PyTorch prints: values, shape, dtype, device
 

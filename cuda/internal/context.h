@@ -39,6 +39,7 @@ enum FaultCode : int {
   kFaultIndexAdd,
   kFaultGather,
   kFaultScatterAdd,
+  kFaultScatter,
 };
 
 struct MatmulCache;   // cuda/matmul.cpp
