@@ -43,7 +43,7 @@ WORKLOADS = {
     "W6": ("bench_w6_optim", "ref_w6_libtorch", "w6", ["--reps", "{reps}"]),
     "W7": ("bench_w7_bias_grad", "ref_w7_libtorch", "w7", ["--reps", "{reps}"]),
     "W8": ("bench_w8_wide_fc", "ref_w8_libtorch", "w8", ["--steps", "2", "--reps", "{reps}"]),
-    "W9": ("bench_w9_gru_imdb", "ref_w9_libtorch", "w9", ["--steps", "20", "--reps", "{reps}"]),
+    "W9": ("bench_w9_gru_imdb", "ref_w9_libtorch", "w9", ["--steps", "6", "--reps", "{reps}"]),
 }
 
 # Floating-point work of one training step (forward, weight gradients, input

@@ -6,6 +6,10 @@
 // steps scaled to 25,000 sequences; with --steps 0 a whole epoch (391 steps, the last
 // of 40 sequences). Also ms per step and the step's floor: its GEMM flops
 // (forward 2 T B 3H (I + H) for the GRU, backward twice that) over peak sgemm.
+// --rnn-loops 1: the GRU on the loops of matrix products (cpu/rnn_loops.cpp) instead of
+// oneDNN's RNN primitive, to compare the two (JSON "rnn": "loops").
+#include <reel/cpu/cpu_backend.h>
+
 #include "reel_bench.h"
 
 int main(int argc, char** argv) {
@@ -13,6 +17,9 @@ int main(int argc, char** argv) {
   bench::Args args = bench::parse_args(argc, argv);
   bench::Target t = bench::setup(args);
   int64_t steps = args.get("--steps", 40);
+  bool loops = args.get("--rnn-loops", 0) != 0;
+  cpu::rnn_use_loops(loops);
+  std::string extra = t.extra + (t.extra.empty() ? "" : ", ") + (loops ? "\"rnn\": \"loops\"" : "\"rnn\": \"onednn\"");
   const int64_t N = 25000, T = 150, B = 64, V = 30000, E = 125, H = 100;
   manual_seed(1);
   nn::Embedding emb(V, E);
@@ -49,8 +56,8 @@ int main(int argc, char** argv) {
     epoch_s.push_back(steps > 0 ? s / double(count) * double(N) / double(B) : s);
     step_ms.push_back(1e3 * s / double(count));
   }
-  bench::report(args, "W9", "reel", t.name.c_str(), "epoch_s", epoch_s, t.extra);
-  bench::report(args, "W9", "reel", t.name.c_str(), "step_ms", step_ms, t.extra);
+  bench::report(args, "W9", "reel", t.name.c_str(), "epoch_s", epoch_s, extra);
+  bench::report(args, "W9", "reel", t.name.c_str(), "step_ms", step_ms, extra);
   double flop = 3.0 * 2 * T * B * 3 * H * (E + H);
   std::printf("GRU GEMM work per step: %.2f GFLOP (forward, backward data and weights)\n", flop / 1e9);
   return 0;
