@@ -5,10 +5,12 @@
 #include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
 #include "autograd/grad_mode.h" // NoGradGuard, no_grad
 #include "autograd/ops.h"       // the differentiable ops and C++ operators
+#include "autograd/ops_rnn.h"   // rnn_layer, rnn: recurrent layers (RNN, LSTM, GRU), variable lengths
 #include "autograd/tape.h"      // the tape: backward, autograd::grad, printing
 #include "tensor/safetensors.h" // safetensors files: save, load, parse
 #include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
+#include "nn/rnn.h"             // nn::RNN, GRU, LSTM, RNNCell, GRUCell, LSTMCell
 #include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss
 #include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers
 #include "nn/functional.h"      // nn::functional: conv2d_bias_relu, linear_bias_relu (fused)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs W1-W8 in reel, PyTorch and libtorch side by side and prints medians and ratios.
+"""Runs W1-W9 in reel, PyTorch and libtorch side by side and prints medians and ratios.
 
     /usr/bin/python3 bench/compare.py                  # everything, all cores
     /usr/bin/python3 bench/compare.py --only W1,W6 --rounds 5 --reps 1
@@ -43,6 +43,7 @@ WORKLOADS = {
     "W6": ("bench_w6_optim", "ref_w6_libtorch", "w6", ["--reps", "{reps}"]),
     "W7": ("bench_w7_bias_grad", "ref_w7_libtorch", "w7", ["--reps", "{reps}"]),
     "W8": ("bench_w8_wide_fc", "ref_w8_libtorch", "w8", ["--steps", "2", "--reps", "{reps}"]),
+    "W9": ("bench_w9_gru_imdb", "ref_w9_libtorch", "w9", ["--steps", "6", "--reps", "{reps}"]),
 }
 
 # Floating-point work of one training step (forward, weight gradients, input
@@ -56,6 +57,8 @@ W3_FLOP_PER_IMAGE = _train_flops([2 * 32 * 9 * 26 * 26, 2 * 64 * 288 * 24 * 24, 
 W4_FLOP_PER_IMAGE = _train_flops([2 * 50 * 27 * 1024, 2 * 50 * 450 * 1024, 2 * 100 * 450 * 256,
                                   2 * 100 * 900 * 256, 2 * 6400 * 512, 2 * 512 * 10])
 W8_FLOP_PER_SAMPLE = _train_flops([2 * 25000 * 1024, 2 * 1024 * 512, 2 * 512 * 20000])
+# GRU(125, 100) over 150 steps, batch 64: forward 2 T B 3H (I + H), backward twice that
+W9_GRU_FLOP_PER_STEP = 3 * 2 * 150 * 64 * 300 * (125 + 100)
 W8_PARAMS = 25000 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 20000 + 20000
 
 
@@ -167,6 +170,10 @@ def table(recs):
                 f, b = pooled(recs, wl, "reel", "forward_ms"), pooled(recs, wl, "reel", "backward_ms")
                 v = f + b if f and b else None
             floor_row(what + " (floor/time)", v, flop / (gflops * 1e9), 0.0, lower_is_better=False)
+    vs_peer("W9", "epoch_s", 0.6)
+    if gflops:
+        floor_row("W9 step_ms vs GRU GEMM floor (floor/time)", pooled(recs, "W9", "reel", "step_ms"),
+                  1e3 * W9_GRU_FLOP_PER_STEP / (gflops * 1e9), 0.0, lower_is_better=False)
     c_reel = pooled(recs, "compile", "reel", "compile_s")
     c_torch = pooled(recs, "compile", "libtorch", "compile_s")
     if c_reel and c_torch:

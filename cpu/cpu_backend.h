@@ -58,9 +58,32 @@ class CpuBackend final : public Backend {
   void sort(const Tensor& values, const Tensor& indices, const Tensor& x, bool descending) override;
   void cumulative(ScanOp op, const Tensor& out, const Tensor& x, int dim, bool reverse) override;
   void scatter(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
+  int64_t rnn_workspace_bytes(const RnnParams& p, DType dtype) override;
+  void rnn_forward(const RnnParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& workspace,
+                   const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& w_ih, const Tensor& w_hh,
+                   const Tensor& b_ih, const Tensor& b_hh) override;
+  void rnn_backward(const RnnParams& p, const Tensor& gx, const Tensor& ghx, const Tensor& gcx, const Tensor& gw_ih,
+                    const Tensor& gw_hh, const Tensor& gb_ih, const Tensor& gb_hh, const Tensor& gy,
+                    const Tensor& ghy, const Tensor& gcy, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                    const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh,
+                    const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& workspace) override;
   void optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
                   const std::vector<Tensor>& state3) override;
 };
+
+// Recurrent layers as loops of matrix products (cpu/rnn_loops.cpp): every f64 call, and
+// f32 while rnn_use_loops(true) is set (tests and benchmarks compare it with oneDNN's).
+void rnn_use_loops(bool on);
+bool rnn_loops_on();
+int64_t rnn_loops_workspace_bytes(const RnnParams& p, DType dtype);
+void rnn_loops_forward(const RnnParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& ws,
+                       const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& w_ih, const Tensor& w_hh,
+                       const Tensor& b_ih, const Tensor& b_hh);
+void rnn_loops_backward(const RnnParams& p, const Tensor& gx, const Tensor& ghx, const Tensor& gcx,
+                        const Tensor& gw_ih, const Tensor& gw_hh, const Tensor& gb_ih, const Tensor& gb_hh,
+                        const Tensor& gy, const Tensor& ghy, const Tensor& gcy, const Tensor& x, const Tensor& hx,
+                        const Tensor& cx, const Tensor& w_ih, const Tensor& w_hh, const Tensor& y,
+                        const Tensor& ws);
 
 }  // namespace reel::cpu

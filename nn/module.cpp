@@ -51,14 +51,23 @@ Tensor& Module::register_parameter(const std::string& name, Tensor& member) {
     throw Error(fmt::format("{}: register_parameter: \"{}\" is the result of an op; register a leaf "
                             "(call .detach() on it first)", type_name(), name));
   member.requires_grad_(true);
-  params_.push_back({name, offset_of(&member)});
+  params_.push_back({name, offset_of(&member), nullptr});
   return member;
+}
+
+Tensor& Module::register_owned_parameter(const std::string& name, Tensor value) {
+  if (!value.defined())
+    throw Error(fmt::format("{}: register_owned_parameter: \"{}\" is undefined", type_name(), name));
+  auto held = std::make_unique<Tensor>(std::move(value));
+  register_parameter(name, *held);  // checks; records an offset, which the owned tensor overrides
+  params_.back().owned = std::move(held);
+  return *params_.back().owned;
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor& member) {
   check_new_name("register_buffer", name);
   if (!member.defined()) return member;
-  buffers_.push_back({name, offset_of(&member)});
+  buffers_.push_back({name, offset_of(&member), nullptr});
   return member;
 }
 
@@ -113,7 +122,7 @@ std::string Module::str() const {
 // ---- walks
 template <typename F>
 void Module::visit_tensors(bool params, bool recurse, const std::string& prefix, F&& f) const {
-  for (const Slot& s : params ? params_ : buffers_) f(prefix + s.name, tensor_at(s.offset));
+  for (const Slot& s : params ? params_ : buffers_) f(prefix + s.name, tensor_at(s));
   if (!recurse) return;
   for (const Child& c : children_) child_at(c).visit_tensors(params, true, prefix + c.name + ".", f);
 }

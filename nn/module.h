@@ -160,6 +160,10 @@ class Module {
   // Registers a member tensor as a parameter (made requires_grad). An undefined
   // tensor (e.g. a disabled bias) is not registered. Returns the member.
   Tensor& register_parameter(const std::string& name, Tensor& member);
+  // Registers a parameter the module holds itself, for parameters counted at run time
+  // (a recurrent layer's per-layer weights, under PyTorch's flat names). Returns it; the
+  // reference stays valid for the module's life, moves included.
+  Tensor& register_owned_parameter(const std::string& name, Tensor value);
   // Registers a member tensor as a buffer: saved and moved, not optimised.
   Tensor& register_buffer(const std::string& name, Tensor& member);
   // Registers a member module as a child.
@@ -181,6 +185,7 @@ class Module {
   struct Slot {
     std::string name;
     std::ptrdiff_t offset;  // of the member inside *this
+    std::unique_ptr<Tensor> owned;  // or a tensor this module holds
   };
   struct Child {
     std::string name;
@@ -191,6 +196,7 @@ class Module {
   void check_new_name(const char* fn, const std::string& name) const;
   std::ptrdiff_t offset_of(const void* member) const;
   Tensor& tensor_at(std::ptrdiff_t offset) const;
+  Tensor& tensor_at(const Slot& s) const { return s.owned ? *s.owned : tensor_at(s.offset); }
   Module& child_at(const Child& c) const;
   template <typename F> void visit_tensors(bool params, bool recurse, const std::string& prefix, F&& f) const;
 

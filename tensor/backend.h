@@ -61,6 +61,23 @@ struct PoolParams {
   bool count_include_pad = true;  // avg pooling only
 };
 
+// One recurrent layer in one direction over a whole sequence (autograd/ops_rnn.cpp
+// composes layers, directions and variable lengths from these). PyTorch's cells:
+//   rnn_tanh/relu: h' = act(W_ih x + b_ih + W_hh h + b_hh)                      (G = 1)
+//   lstm:          [i f g o] = W_ih x + b_ih + W_hh h + b_hh; c' = σf c + σi tanh g;
+//                  h' = σo tanh c'                                                (G = 4)
+//   gru:           [r z n]: r = σ(.), z = σ(.), n = tanh(W_in x + b_in + r (W_hn h + b_hn)),
+//                  h' = (1 - z) n + z h                                           (G = 3)
+enum class RnnMode : uint8_t { rnn_tanh, rnn_relu, lstm, gru };
+inline int64_t rnn_gates(RnnMode m) { return m == RnnMode::lstm ? 4 : m == RnnMode::gru ? 3 : 1; }
+struct RnnParams {
+  RnnMode mode = RnnMode::rnn_tanh;
+  int64_t T = 0, B = 0, I = 0, H = 0;  // steps, batch, input features, hidden features
+  bool reverse = false;  // steps T-1 .. 0
+  bool bias = true;
+  bool training = true;  // keep the workspace backward reads
+};
+
 // One optimizer step over many parameters, fused: the hyper-parameters of one
 // step of optim/ (bias corrections already folded in by the caller).
 struct OptimStep {
@@ -176,6 +193,23 @@ class Backend {
   // out[p with p[dim] = index[p]] = src[p] over every position p of index: scatter_add
   // without the add. Among repeated positions, which write lands is unspecified.
   virtual void scatter(const Tensor& out, int dim, const Tensor& index, const Tensor& src) = 0;
+  // ---- recurrent layers (RnnParams above). Contiguous x [T, B, I], hx/cx [B, H] (cx:
+  // LSTM only, else undefined), w_ih [G H, I], w_hh [G H, H], b_ih/b_hh [G H] (undefined
+  // without bias) in PyTorch's layout and gate order; y [T, B, H], hy/cy [B, H].
+  // workspace: u8 [rnn_workspace_bytes(p)], written by a training forward for backward.
+  virtual int64_t rnn_workspace_bytes(const RnnParams& p, DType dtype) = 0;
+  virtual void rnn_forward(const RnnParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
+                           const Tensor& workspace, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                           const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh) = 0;
+  // All gradients of one layer from gy [T, B, H], ghy/gcy [B, H] (zeros where none came),
+  // with the forward's inputs, outputs and workspace. Every gradient output is written
+  // (gcx undefined unless LSTM, gb_* undefined without bias).
+  virtual void rnn_backward(const RnnParams& p, const Tensor& gx, const Tensor& ghx, const Tensor& gcx,
+                            const Tensor& gw_ih, const Tensor& gw_hh, const Tensor& gb_ih, const Tensor& gb_hh,
+                            const Tensor& gy, const Tensor& ghy, const Tensor& gcy, const Tensor& x,
+                            const Tensor& hx, const Tensor& cx, const Tensor& w_ih, const Tensor& w_hh,
+                            const Tensor& b_ih, const Tensor& b_hh, const Tensor& y, const Tensor& hy,
+                            const Tensor& cy, const Tensor& workspace) = 0;
 
   // ---- optimizers: one fused pass over all parameters of this device. For each i:
   // params[i] -= update(grads[i], state tensors), in place, PyTorch's update rules

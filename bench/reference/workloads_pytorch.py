@@ -351,9 +351,48 @@ def w8(c):
     c.report("W8", "optimizer_ms", optm)
 
 
+def w9(c):
+    """GRU-IMDB (bench/w9_gru_imdb.cpp): Embedding-GRU-last step-Linear, Adam, batch 64, 150 tokens."""
+    dev, steps = c.device, c.a.steps if c.a.steps else 40
+    N, T, B, V, E, H = 25000, 150, 64, 30000, 125, 100
+    torch.manual_seed(1)
+    emb, gru, fc = nn.Embedding(V, E).to(dev), nn.GRU(E, H, batch_first=True).to(dev), nn.Linear(H, 2).to(dev)
+    opt = torch.optim.Adam(list(emb.parameters()) + list(gru.parameters()) + list(fc.parameters()), lr=1e-3)
+    ids = torch.randint(0, V, (N, T), device=dev)
+    labels = torch.randint(0, 2, (N,), device=dev)
+    bi = [0]
+
+    def step():
+        start = bi[0] * B % N
+        n = min(B, N - start)
+        bi[0] += 1
+        out, _ = gru(emb(ids[start:start + n]))
+        loss = F.cross_entropy(fc(out[:, -1]), labels[start:start + n])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(3):
+        step()
+    epoch, ms = [], []
+    for _ in range(c.a.reps):
+        bi[0] = 0
+        count = steps if steps > 0 else (N + B - 1) // B
+        t0 = time.perf_counter()
+        for _ in range(count):
+            loss = step()
+        float(loss)
+        s = time.perf_counter() - t0
+        epoch.append(s / count * N / B if steps > 0 else s)
+        ms.append(1e3 * s / count)
+    c.report("W9", "epoch_s", epoch)
+    c.report("W9", "step_ms", ms)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 9)])
+    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 10)])
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--reps", type=int, default=7)
