@@ -63,6 +63,7 @@ RnnLayerWeights RNNBase::layer_weights(int64_t layer, bool reverse) const {
 }
 
 RnnResult RNNBase::run(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& lengths) const {
+  SiteScope at_caller = at_caller_site();
   std::vector<RnnLayerWeights> w;
   for (int64_t l = 0; l < num_layers; ++l) {
     w.push_back(layer_weights(l, false));
@@ -152,6 +153,7 @@ std::string RNNCellBase::extra_repr() const {
 
 // One step as a one-step sequence: x [B, I] -> [1, B, I].
 RnnLayerResult RNNCellBase::step(const Tensor& x, const Tensor& h, const Tensor& c) const {
+  SiteScope at_caller = at_caller_site();
   if (!x.defined() || (x.dim() != 1 && x.dim() != 2) || x.size(-1) != input_size)
     throw Error(fmt::format("{}: expected the input [B, {}] or [{}], got {}", type_name(), input_size, input_size,
                             x.defined() ? x.shape().str() : "undefined"));
@@ -197,4 +199,32 @@ LSTMState LSTMCell::forward(const Tensor& x, const LSTMState& state) {
   return {r.h, r.c};
 }
 
+}  // namespace reel::nn
+
+// ---- call operators of the several-input forwards: a module call like Module::operator()
+namespace reel::nn {
+RNNOutput RNN::operator()(const Tensor& x, const Tensor& h0, const Tensor& lengths, Site site) {
+  Call call(*this, site);
+  return forward(x, h0, lengths);
+}
+RNNOutput GRU::operator()(const Tensor& x, const Tensor& h0, const Tensor& lengths, Site site) {
+  Call call(*this, site);
+  return forward(x, h0, lengths);
+}
+LSTMOutput LSTM::operator()(const Tensor& x, const LSTMState& state, const Tensor& lengths, Site site) {
+  Call call(*this, site);
+  return forward(x, state, lengths);
+}
+Tensor RNNCell::operator()(const Tensor& x, const Tensor& h, Site site) {
+  Call call(*this, site);
+  return forward(x, h);
+}
+Tensor GRUCell::operator()(const Tensor& x, const Tensor& h, Site site) {
+  Call call(*this, site);
+  return forward(x, h);
+}
+LSTMState LSTMCell::operator()(const Tensor& x, const LSTMState& state, Site site) {
+  Call call(*this, site);
+  return forward(x, state);
+}
 }  // namespace reel::nn

@@ -83,6 +83,9 @@ class RNN : public RNNBase {
   using RNNBase::forward;
   RNNOutput forward(const Tensor& x, const Tensor& h0, const Tensor& lengths = {});
   std::string type_name() const override { return "RNN"; }
+  using Module::operator();
+  // forward(x, h0, lengths) as a module call: module path and the caller's line (Module::Call).
+  RNNOutput operator()(const Tensor& x, const Tensor& h0, const Tensor& lengths = {}, Site site = {});
   std::string extra_repr() const override;
 };
 
@@ -94,6 +97,8 @@ class GRU : public RNNBase {
   using RNNBase::forward;
   RNNOutput forward(const Tensor& x, const Tensor& h0, const Tensor& lengths = {});
   std::string type_name() const override { return "GRU"; }
+  using Module::operator();
+  RNNOutput operator()(const Tensor& x, const Tensor& h0, const Tensor& lengths = {}, Site site = {});
 };
 
 // [i f g o] = W_ih x + b_ih + W_hh h + b_hh; c' = σ(f) c + σ(i) tanh(g); h' = σ(o) tanh(c').
@@ -103,6 +108,8 @@ class LSTM : public RNNBase {
   using RNNBase::forward;
   LSTMOutput forward(const Tensor& x, const LSTMState& state, const Tensor& lengths = {});
   std::string type_name() const override { return "LSTM"; }
+  using Module::operator();
+  LSTMOutput operator()(const Tensor& x, const LSTMState& state, const Tensor& lengths = {}, Site site = {});
 };
 
 // ---- cells: one step. x [B, I] (or [I]), h [B, H] (or [H]; undefined: zeros) -> h' [B, H].
@@ -129,6 +136,8 @@ class RNNCell : public RNNCellBase {
   Tensor forward(const Tensor& x) override { return forward(x, Tensor()); }
   Tensor forward(const Tensor& x, const Tensor& h);
   std::string type_name() const override { return "RNNCell"; }
+  using Module::operator();
+  Tensor operator()(const Tensor& x, const Tensor& h, Site site = {});
   std::string extra_repr() const override;
 };
 class GRUCell : public RNNCellBase {
@@ -137,6 +146,8 @@ class GRUCell : public RNNCellBase {
   Tensor forward(const Tensor& x) override { return forward(x, Tensor()); }
   Tensor forward(const Tensor& x, const Tensor& h);
   std::string type_name() const override { return "GRUCell"; }
+  using Module::operator();
+  Tensor operator()(const Tensor& x, const Tensor& h, Site site = {});
 };
 class LSTMCell : public RNNCellBase {
  public:
@@ -144,6 +155,8 @@ class LSTMCell : public RNNCellBase {
   Tensor forward(const Tensor& x) override { return forward(x, LSTMState{}).h; }
   LSTMState forward(const Tensor& x, const LSTMState& state);
   std::string type_name() const override { return "LSTMCell"; }
+  using Module::operator();
+  LSTMState operator()(const Tensor& x, const LSTMState& state, Site site = {});
 };
 
 }  // namespace reel::nn

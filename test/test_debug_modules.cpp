@@ -437,3 +437,39 @@ TEST_CASE("hooks on a Sequential's modules run, and keep a Linear + ReLU unfused
   CHECK(std::string(y2.grad_fn()->op) == "linear_relu");
   CHECK(y2.grad_fn()->module->path == "0");
 }
+
+TEST_CASE("recurrent layers called with several inputs report the caller's line and their path", "[debug][modules]") {
+  struct Seq : nn::Module {
+    nn::GRU gru{3, 4, {.batch_first = true}};
+    nn::LSTM lstm{4, 2};
+    nn::GRUCell cell{3, 4};
+    Seq() {
+      register_module("gru", gru);
+      register_module("lstm", lstm);
+      register_module("cell", cell);
+    }
+    int line = 0;
+    Tensor forward(const Tensor& x) override {
+      line = __LINE__ + 1;
+      auto [y, h] = gru(x, Tensor()); auto [z, s] = lstm(y, {}); Tensor c = cell(x.select(1, 0), h.squeeze(0));
+      return z.sum() + s.h.sum() + c.sum();
+    }
+  };
+  Seq m;
+  Tensor x = randn({2, 5, 3});
+  size_t before = autograd::tape_size();
+  Tensor out = m(x);
+  std::vector<Ref<Node>> entries = autograd::tape_entries();
+  REQUIRE(entries.size() > before + 3);
+  std::set<std::string> paths;
+  for (size_t i = before; i < entries.size(); ++i) {
+    INFO(entries[i]->describe());
+    CHECK(entries[i]->site.str().ends_with(at(m.line)));
+    REQUIRE(entries[i]->module);
+    paths.insert(entries[i]->module->str());
+  }
+  for (const char* p : {"gru", "lstm", "cell", "Seq"}) {
+    INFO(p);
+    CHECK(paths.count(p) == 1);
+  }
+}
