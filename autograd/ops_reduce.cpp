@@ -173,11 +173,9 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim, Site site) {
 Tensor argmax(const Tensor& x, Site site) { return arg_extremum("argmax", ReduceOp::argmax, x, {}, false, site); }
 Tensor argmin(const Tensor& x, Site site) { return arg_extremum("argmin", ReduceOp::argmin, x, {}, false, site); }
 
-// var = sum((x - mean)^2) / max(count - correction, 0); dx = g 2 (x - mean) / (count - correction).
-// Too few elements divide by 0, as PyTorch: 0/0 = nan for one element (or none), and a
-// spread group over 0 is inf. One recorded op whose rule is PyTorch's var_backward, with
-// (count - correction) unclamped there as in PyTorch (the composite's mean term, zero in
-// exact arithmetic, made inf - inf = nan of those gradients).
+// var = sum((x - mean)^2) / max(count - correction, 0), composed from differentiable ops
+// (the debug tools show it as their example of a composite). Too few elements divide by
+// 0, as PyTorch: 0/0 = nan for one element (or none), and a spread group over 0 is inf.
 Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim, Site site) {
   OpScope op("var", site);
   check_defined(op, x, "the input");
@@ -188,24 +186,8 @@ Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim, 
   for (int d : p.dims) count *= x.shape()[d];
   Dims d;
   for (int v : p.dims) d.push_back(v);
-  Tensor y;
-  {
-    NoGradGuard forward_only;
-    Tensor centered = sub(x, mean(x, d, true));
-    y = div(sum(square(centered), d, keepdim), double(std::max<int64_t>(count - correction, 0)));
-  }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor x = n.saved_tensor(0);
-        Dims rd;
-        for (int i = 0; i < 8 && n.ints[i] >= 0; ++i) rd.push_back(n.ints[i]);
-        Tensor centered = sub(x, mean(x, rd, true));
-        gi[0] = mul(mul(expand_back(g[0], n), centered), 2.0 / n.scalars[0]);
-      }, {&x}, {&y})) {
-    remember_dims(n, p);
-    n->save(x);
-    n->scalars[0] = double(count - correction);
-  }
-  return y;
+  Tensor centered = sub(x, mean(x, d, true));
+  return div(sum(square(centered), d, keepdim), double(std::max<int64_t>(count - correction, 0)));
 }
 
 // y = g summed over the dims that broadcasting added or stretched, to `shape`

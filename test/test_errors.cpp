@@ -81,7 +81,7 @@ TEST_CASE("indices out of range name the op, the index and the size", "[errors]"
       {"gather", [&] { gather(x, 0, from_vector<int64_t>({0, 5}, {1, 2})); }, {"gather", "index 5", "size 3"}},
       {"label", [&] { cross_entropy(x, from_vector<int64_t>({0, 1, 4})); }, {"cross_entropy", "label 4", "4 classes"}},
       // narrow is slice(start, start + length): its errors come from slice
-      {"narrow past the end", [&] { x.narrow(0, 2, 3); }, {"slice", "[2, 5)", "size 3", "[3, 4]"}},
+      {"narrow past the end", [&] { x.narrow(0, 2, 3); }, {"narrow", "start 2 + length 3", "size 3", "[3, 4]"}},
       {"select past the end", [&] { x.select(1, 4); }, {"select", "index 4", "size 4", "[3, 4]"}},
   });
 }

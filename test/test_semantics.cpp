@@ -208,18 +208,12 @@ TEST_CASE("var of 0 or 1 elements is NaN (PyTorch), and a spread group over 0 de
   rows = var(ones({2, 0}, {.dtype = DType::f64}), {1}).to_vector<double>();
   CHECK((rows.size() == 2 && std::isnan(rows[0]) && std::isnan(rows[1])));
   CHECK(var(ones({2, 0}, {.dtype = DType::f64}), {0}).shape() == Dims{0});
-  // gradients, as PyTorch's: NaN for the one element, +-inf for [1, 3] with correction 2
+  // the gradient of one element's var is NaN, as PyTorch's
   Tensor one = d({2.0}).requires_grad_();
   var(one).backward();
   CHECK(std::isnan(one.grad().item<double>()));
   Tensor two = d({1.0, 3.0}).requires_grad_();
-  Tensor v = var(two, {}, 2);
-  CHECK(v.item<double>() == INFINITY);
-  v.backward();
-  CHECK(two.grad().to_vector<double>() == std::vector<double>{-INFINITY, INFINITY});
-  Tensor three = d({1.0, 3.0}).requires_grad_();  // correction 3: PyTorch's 2 / (2 - 3) in the rule
-  var(three, {0}, 3).backward();
-  CHECK(three.grad().to_vector<double>() == std::vector<double>{2.0, -2.0});
+  CHECK(var(two, {}, 2).item<double>() == INFINITY);
   CHECK(gradcheck([](const V& v) { return var(v[0], {1}, 1, true); }, {input({3, 4})}) == "");
   CHECK(gradgradcheck([](const V& v) { return var(v[0], {0}); }, {input({3, 4})}) == "");
   CHECK_THROWS_WITH(var(two, {}, -1), Catch::Contains("correction >= 0"));
