@@ -33,6 +33,9 @@ Tensor logical_not(const Tensor& x, Site site = {});
 // ---- elementwise binary, NumPy broadcasting
 Tensor add(const Tensor& a, const Tensor& b, Site site = {});
 Tensor sub(const Tensor& a, const Tensor& b, Site site = {});
+// a + alpha b and a - alpha b, as PyTorch's `alpha` (one op, b scaled on the way)
+Tensor add(const Tensor& a, const Tensor& b, double alpha, Site site = {});
+Tensor sub(const Tensor& a, const Tensor& b, double alpha, Site site = {});
 Tensor mul(const Tensor& a, const Tensor& b, Site site = {});
 Tensor div(const Tensor& a, const Tensor& b, Site site = {});
 Tensor maximum(const Tensor& a, const Tensor& b, Site site = {});
@@ -68,7 +71,11 @@ Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false, Site s
 Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false, Site site = {});
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false, Site site = {});
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false, Site site = {});
-// variance with Bessel's correction by default (correction = 1)
+// over all elements: the flat index (row-major) of the first extremum, a 0-dim i64
+Tensor argmax(const Tensor& x, Site site = {});
+Tensor argmin(const Tensor& x, Site site = {});
+// variance with Bessel's correction by default (correction = 1); groups of at most
+// `correction` elements divide by 0, as PyTorch (nan, or inf for a spread group)
 Tensor var(const Tensor& x, const Dims& dims = {}, int64_t correction = 1, bool keepdim = false, Site site = {});
 // sums g down to `shape` over its broadcast dims (the gradient of a broadcast)
 Tensor sum_to(const Tensor& g, const Dims& shape, Site site = {});
@@ -99,13 +106,23 @@ struct Conv2dOptions {
 };
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {}, Site site = {});
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {}, Site site = {});
+// Pooling takes x [N, C, H, W] -> [N, C, OH, OW], or unbatched [C, H, W] -> [C, OH, OW].
+// OH = (H + 2 pad - kernel) / stride + 1, rounded up with ceil_mode (PyTorch's rule: a
+// last window that would start in the right padding is dropped).
 struct Pool2dOptions {
   Size2 kernel = 2;
   Size2 stride = 0;  // 0: the kernel size
   Size2 padding = 0;
-  bool count_include_pad = true;
+  bool count_include_pad = true;  // avg only
+  bool ceil_mode = false;
 };
 Tensor max_pool2d(const Tensor& x, Pool2dOptions opt = {}, Site site = {});
+// PyTorch's return_indices = true: also the i64 argmax of each window, flat h * W + w
+// within its plane (what max_unpool2d takes)
+struct PoolWithIndices {
+  Tensor values, indices;
+};
+PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt = {}, Site site = {});
 Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt = {}, Site site = {});
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w, Site site = {});
 
@@ -126,15 +143,26 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
   double label_smoothing = 0.0;
   int64_t ignore_index = -100;
+  // per-class weights [C] (no gradient), as PyTorch: loss_n scaled by weight[y_n], and the
+  // mean divides by the sum of weight[y_n] over the rows not ignored
+  Tensor weight = {};
 };
-// logits [N, C], labels i64 [N]: fused log-softmax + NLL. Rows labelled ignore_index give 0 and
-// leave the mean's denominator; an empty batch (N = 0) is an Error (PyTorch: nan).
+// logits [N, C] or [N, C, d1, ...], labels i64 [N] or [N, d1, ...]: fused log-softmax + NLL.
+// Rows labelled ignore_index give 0 and leave the mean's denominator. An empty batch gives
+// what PyTorch gives: nan for the mean, 0 for the sum, an empty tensor for none.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOptions opt = {}, Site site = {});
-// log_probs [N, C], labels i64 [N]; the same options and conventions as cross_entropy
+// log_probs [N, C] or [N, C, d1, ...], labels i64 [N] or [N, d1, ...]; as cross_entropy
 Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptions opt = {}, Site site = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, Site site = {});
+struct BCEWithLogitsOptions {
+  Reduction reduction = Reduction::mean;
+  Tensor weight = {};      // broadcast to the input's shape: scales each element's loss
+  Tensor pos_weight = {};  // [classes] (broadcast over the last dim): scales the positive term
+};
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction = Reduction::mean, Site site = {});
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BCEWithLogitsOptions opt,
+                                        Site site = {});
 
 // ---- randomness in the graph
 // zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training

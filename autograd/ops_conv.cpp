@@ -110,8 +110,15 @@ Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const T
   if (w.size(1) * g != C)
     fail(op.op, fmt::format("the input {} has {} channels but the weight {} with groups = {} expects {}",
                             x.shape().str(), C, w.shape().str(), g, w.size(1) * g), op.site);
-  if (C == 0 || O == 0 || w.size(2) == 0 || w.size(3) == 0)
-    fail(op.op, fmt::format("expected a non-empty weight, got {}", w.shape().str()), op.site);
+  // No input channels: an Error. (PyTorch 1.13 gives an empty [N, 0, OH, OW] there, a shape
+  // whose channels disagree with the weight's O and which drops the bias; no sound value to copy.)
+  if (C == 0)
+    fail(op.op, fmt::format("expected an input with at least one channel, got input {} and weight {}",
+                            x.shape().str(), w.shape().str()), op.site);
+  if (O == 0)
+    fail(op.op, fmt::format("expected a weight with at least one output channel, got {}", w.shape().str()), op.site);
+  if (w.size(2) == 0 || w.size(3) == 0)
+    fail(op.op, fmt::format("expected a non-empty kernel, got weight {}", w.shape().str()), op.site);
   if (b.defined()) {
     check_same_device(op, x, b);
     if (b.dtype() != x.dtype() || b.dim() != 1 || b.size(0) != O)

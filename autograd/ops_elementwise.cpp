@@ -61,7 +61,7 @@ Tensor compare_scalar(const OpScope& op, UnaryOp kind, const Tensor& x, double v
 }  // namespace
 
 Tensor relu_grad(const Tensor& g, const Tensor& y) {
-  if (grad_enabled()) return mul(g, gt(y, 0.0).to(g.dtype()));  // keeps g's graph
+  if (grad_enabled()) return mul(g, logical_not(le(y, 0.0)).to(g.dtype()));  // keeps g's graph
   Tensor gx = new_like(y);
   backend_of(gx).binary(BinaryOp::relu_backward, gx, g, y);
   return gx;
@@ -172,7 +172,8 @@ Tensor cos(const Tensor& x, Site site) {
   return y;
 }
 
-// y = max(x, 0); dx = g where x > 0 (0 at exactly 0, as PyTorch)
+// y = max(x, 0); dx = g where x > 0 (0 at exactly 0, as PyTorch); relu(NaN) = NaN and
+// its gradient passes g (PyTorch's threshold_backward: 0 where y <= 0)
 Tensor relu(const Tensor& x, Site site) {
   OpScope op("relu", site);
   Tensor y = unary_forward(op, UnaryOp::relu, x);
@@ -254,12 +255,16 @@ Tensor tanh(const Tensor& x, Site site) {
   return y;
 }
 
-// y = x^p; dx = g p x^(p-1)
+// y = x^p; dx = g p x^(p-1), and 0 for p = 0 (x^-1 would make 0 * inf = NaN at x = 0)
 Tensor pow(const Tensor& x, double p, Site site) {
   OpScope op("pow", site);
   Tensor y = unary_forward(op, UnaryOp::pow_scalar, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         double p = n.scalars[0];
+        if (p == 0.0) {
+          gi[0] = zeros_like(g[0]);
+          return;
+        }
         gi[0] = mul(g[0], mul(pow(n.saved_tensor(0), p - 1), p));
       }, {&x}, {&y})) {
     n->save(x);
@@ -323,6 +328,31 @@ Tensor sub(const Tensor& a, const Tensor& b, Site site) {
   return y;
 }
 
+// y = a + alpha b; da = g, db = alpha g (sub: alpha negated)
+static Tensor add_scaled(const char* name, const Tensor& a, const Tensor& b, double alpha, Site site) {
+  OpScope op(name, site);
+  Tensor y;
+  {
+    NoGradGuard forward_only;  // one recorded op, whose rule is below
+    Broadcast bc = broadcast(op, a, b);
+    if (!is_floating(bc.a.dtype()) && alpha != std::trunc(alpha))
+      fail(name, fmt::format("expected a whole-number alpha for integer operands {} and {}, got a fraction",
+                             describe(a), describe(b)), op.site);
+    Tensor scaled = new_tensor(bc.shape, bc.b.dtype(), bc.b.device());
+    if (scaled.numel()) backend_of(scaled).unary(UnaryOp::mul_scalar, scaled, bc.b, alpha);
+    y = binary_forward(op, BinaryOp::add, bc.a, scaled);
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        if (n.needs_grad(0)) gi[0] = sum_to(g[0], n.input_shape(0));
+        if (n.needs_grad(1)) gi[1] = sum_to(mul(g[0], n.scalars[0]), n.input_shape(1));
+      }, {&a, &b}, {&y}))
+    n->scalars[0] = alpha;
+  return y;
+}
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha, Site site) { return add_scaled("add", a, b, alpha, site); }
+Tensor sub(const Tensor& a, const Tensor& b, double alpha, Site site) { return add_scaled("sub", a, b, -alpha, site); }
+
 // y = a b; da = g b, db = g a
 Tensor mul(const Tensor& a, const Tensor& b, Site site) {
   OpScope op("mul", site);
@@ -352,46 +382,59 @@ Tensor div(const Tensor& a, const Tensor& b, Site site) {
   return y;
 }
 
-// y = max(a, b); the gradient goes to the larger input (split evenly on ties)
+namespace {
+// Gradient weights of maximum (loser = lt) and minimum (loser = gt), PyTorch 1.13's rule:
+// the larger (smaller) input takes g, ties split it, and the loser takes 0. With a NaN
+// operand neither input is the loser, so both take the whole g (y is NaN either way).
+Tensor extremum_weight(const Tensor& mine, const Tensor& other, const Tensor& g, bool maximum) {
+  Tensor lose = maximum ? lt(mine, other) : gt(mine, other);
+  Tensor w = add(logical_not(lose).to(g.dtype()), mul(eq(mine, other).to(g.dtype()), -0.5));
+  return mul(g, w);
+}
+
+Tensor elementwise_extremum(const OpScope& op, BinaryOp kind, const Tensor& a, const Tensor& b) {
+  Tensor y = binary_forward(op, kind, a, b);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor a = n.saved_tensor(0), b = n.saved_tensor(1);
+        bool maximum = n.ints[0] != 0;
+        if (n.needs_grad(0)) gi[0] = sum_to(extremum_weight(a, b, g[0], maximum), n.input_shape(0));
+        if (n.needs_grad(1)) gi[1] = sum_to(extremum_weight(b, a, g[0], maximum), n.input_shape(1));
+      }, {&a, &b}, {&y})) {
+    n->save(a);
+    n->save(b);
+    n->ints[0] = kind == BinaryOp::maximum;
+  }
+  return y;
+}
+}  // namespace
+
+// y = max(a, b); the gradient goes to the larger input (split evenly on ties, whole to both on NaN)
 Tensor maximum(const Tensor& a, const Tensor& b, Site site) {
   OpScope op("maximum", site);
-  Tensor y = binary_forward(op, BinaryOp::maximum, a, b);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor a = n.saved_tensor(0), b = n.saved_tensor(1);
-        Tensor wa = add(gt(a, b).to(g[0].dtype()), mul(eq(a, b).to(g[0].dtype()), 0.5));
-        if (n.needs_grad(0)) gi[0] = sum_to(mul(g[0], wa), n.input_shape(0));
-        if (n.needs_grad(1)) gi[1] = sum_to(mul(g[0], sub(ones_like(wa), wa)), n.input_shape(1));
-      }, {&a, &b}, {&y})) {
-    n->save(a);
-    n->save(b);
-  }
-  return y;
+  return elementwise_extremum(op, BinaryOp::maximum, a, b);
 }
 
-// y = min(a, b); the gradient goes to the smaller input (split evenly on ties)
+// y = min(a, b); the gradient goes to the smaller input (split evenly on ties, whole to both on NaN)
 Tensor minimum(const Tensor& a, const Tensor& b, Site site) {
   OpScope op("minimum", site);
-  Tensor y = binary_forward(op, BinaryOp::minimum, a, b);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor a = n.saved_tensor(0), b = n.saved_tensor(1);
-        Tensor wa = add(lt(a, b).to(g[0].dtype()), mul(eq(a, b).to(g[0].dtype()), 0.5));
-        if (n.needs_grad(0)) gi[0] = sum_to(mul(g[0], wa), n.input_shape(0));
-        if (n.needs_grad(1)) gi[1] = sum_to(mul(g[0], sub(ones_like(wa), wa)), n.input_shape(1));
-      }, {&a, &b}, {&y})) {
-    n->save(a);
-    n->save(b);
-  }
-  return y;
+  return elementwise_extremum(op, BinaryOp::minimum, a, b);
 }
 
-// y = a^b; da = g b a^(b-1), db = g y ln a
+// y = a^b; da = g b a^(b-1), db = g y ln a; as PyTorch, da = 0 where b = 0 and db = 0
+// where a = 0 and b >= 0 (else 0 * inf = NaN there)
 Tensor pow(const Tensor& a, const Tensor& b, Site site) {
   OpScope op("pow", site);
   Tensor y = binary_forward(op, BinaryOp::pow, a, b, true);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor a = n.saved_tensor(0), b = n.saved_tensor(1), y = n.saved_tensor(2);
-        if (n.needs_grad(0)) gi[0] = sum_to(mul(g[0], mul(b, pow(a, sub(b, 1.0)))), n.input_shape(0));
-        if (n.needs_grad(1)) gi[1] = sum_to(mul(g[0], mul(y, log(a))), n.input_shape(1));
+        if (n.needs_grad(0)) {
+          Tensor ga = mul(g[0], mul(b, pow(a, sub(b, 1.0))));
+          gi[0] = sum_to(where(eq(b, 0.0), zeros_like(ga), ga), n.input_shape(0));
+        }
+        if (n.needs_grad(1)) {
+          Tensor gb = mul(g[0], mul(y, log(a)));
+          gi[1] = sum_to(where(logical_and(eq(a, 0.0), ge(b, 0.0)), zeros_like(gb), gb), n.input_shape(1));
+        }
       }, {&a, &b}, {&y})) {
     n->save(a);
     n->save(b);

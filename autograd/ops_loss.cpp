@@ -6,8 +6,10 @@
 // - label_smoothing eps: loss = (1 - eps) nll + eps mean_c(-log p_c);
 // - rows whose label is ignore_index give 0 loss and 0 gradient and do not count in
 //   the mean's denominator (all rows ignored: the mean is 0/0 = nan, as PyTorch);
-// - an empty batch (N = 0) is an Error for cross_entropy and nll_loss (PyTorch gives
-//   nan for the mean): an empty batch in a training loop is a data bug worth naming;
+// - class weights w: loss_n = w[y_n] nll_n (+ the smoothing term, each class weighted),
+//   the mean divides by the sum of w[y_n] over rows not ignored (PyTorch's weighted mean);
+// - [N, C, d1, ...] scores with [N, d1, ...] labels are [N d1 ..., C] rows, moved there;
+// - an empty batch gives nan for the mean (0/0), 0 for the sum, [0] for none, as PyTorch;
 // - mse_loss and binary_cross_entropy_with_logits need input and target of one shape
 //   and dtype (no silent broadcast).
 #include <cmath>
@@ -20,6 +22,13 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
+// Loss weights are constants: as PyTorch, one that asks for a gradient is an Error
+// rather than silently getting none.
+void check_no_grad_factor(const OpScope& op, const Tensor& f, const char* what) {
+  if (grad_enabled() && f.requires_grad())
+    fail(op.op, fmt::format("{} gets no gradient, but requires grad: pass it detached", what), op.site);
+}
+
 // Checks the [N, C] scores and i64 [N] labels of a classification loss. Returns the
 // number of rows not ignored when the labels are on the CPU (read on the host), else -1.
 int64_t check_classes(const OpScope& op, const Tensor& scores, const Tensor& labels, const CrossEntropyOptions& opt,
@@ -29,16 +38,24 @@ int64_t check_classes(const OpScope& op, const Tensor& scores, const Tensor& lab
   check_same_device(op, scores, labels);
   check_floating(op, scores, what);
   if (scores.dim() != 2)
-    fail(op.op, fmt::format("expected {} of shape [N, C], got {}", what, scores.shape().str()), op.site);
+    fail(op.op, fmt::format("expected {} of shape [N, C] or [N, C, d1, ...], got {}", what, scores.shape().str()),
+         op.site);
   check_dtype(op, labels, DType::i64, "the labels");
   const int64_t N = scores.shape()[0], C = scores.shape()[1];
   if (labels.dim() != 1 || labels.shape()[0] != N)
     fail(op.op, fmt::format("expected labels of shape [{}] for {} {}, got labels {}", N, what, scores.shape().str(),
                             labels.shape().str()), op.site);
-  if (N == 0) fail(op.op, fmt::format("expected a non-empty batch, got {} {}", what, scores.shape().str()), op.site);
   if (C == 0) fail(op.op, fmt::format("expected at least one class, got {} {}", what, scores.shape().str()), op.site);
   if (!(opt.label_smoothing >= 0.0 && opt.label_smoothing <= 1.0))
     fail(op.op, fmt::format("label_smoothing must be in [0, 1], got {}", opt.label_smoothing), op.site);
+  if (opt.weight.defined()) {
+    check_same_device(op, scores, opt.weight);
+    check_floating(op, opt.weight, "the class weight");
+    check_no_grad_factor(op, opt.weight, "the class weight");
+    if (opt.weight.dim() != 1 || opt.weight.shape()[0] != C)
+      fail(op.op, fmt::format("expected a class weight of shape [{}] for {} {}, got weight {}", C, what,
+                              scores.shape().str(), opt.weight.shape().str()), op.site);
+  }
   if (!labels.device().is_cpu()) return -1;
   Tensor host = labels.contiguous();
   const int64_t* y = host.data<int64_t>();
@@ -97,6 +114,52 @@ UsableLabels usable_labels(const Tensor& labels, int64_t ignore_index) {
   return {valid, where(valid, labels, zeros_like(labels))};
 }
 
+// [N, C, d1, ...] scores and [N, d1, ...] labels as [N d1 ..., C] rows and [N d1 ...]
+// labels (the class dim moved last, copied), for the row-wise losses; the unreduced
+// result comes back in the labels' shape.
+template <typename RowLoss>
+Tensor over_positions(const OpScope& op, const Tensor& scores, const Tensor& labels, CrossEntropyOptions opt,
+                      const char* what, RowLoss row_loss) {
+  check_defined(op, scores, what);
+  check_defined(op, labels, "the labels");
+  Dims expect{scores.shape()[0]};
+  Dims order{0};
+  for (int d = 2; d < scores.dim(); ++d) {
+    expect.push_back(scores.shape()[d]);
+    order.push_back(d);
+  }
+  order.push_back(1);
+  if (!(labels.shape() == expect))
+    fail(op.op, fmt::format("expected labels of shape {} for {} {}, got labels {}", expect.str(), what,
+                            scores.shape().str(), labels.shape().str()), op.site);
+  const int64_t C = scores.shape()[1];
+  Tensor rows = scores.permute(order).reshape({-1, C});
+  Tensor losses = row_loss(rows, labels.reshape({-1}), opt);
+  return opt.reduction == Reduction::none ? losses.reshape(expect) : losses;
+}
+
+// The class-weighted loss from log-probabilities [N, C], composed of differentiable ops:
+// loss_n = w[y_n] (-(1-eps) lp[n, y_n]) - (eps/C) sum_c w[c] lp[n, c], 0 on ignored rows;
+// the mean divides by sum_n w[y_n] over the rows not ignored, for both terms (PyTorch 1.13).
+Tensor weighted_class_loss(const Tensor& lp, const Tensor& labels, const CrossEntropyOptions& opt) {
+  const int64_t C = lp.shape()[1];
+  const double eps = opt.label_smoothing;
+  Tensor w = cast(opt.weight, lp.dtype());
+  auto [valid, safe] = usable_labels(labels, opt.ignore_index);
+  Tensor wn = mul(index_select(w, 0, safe), valid.to(lp.dtype()));
+  Tensor losses = mul(mul(gather(lp, 1, safe.unsqueeze(1)).squeeze(1), wn), eps - 1.0);
+  if (eps != 0.0) {
+    Tensor smooth = mul(sum(mul(lp, w.unsqueeze(0)), {1}), valid.to(lp.dtype()));
+    losses = sub(losses, mul(smooth, eps / double(C)));
+  }
+  switch (opt.reduction) {
+    case Reduction::none: return losses;
+    case Reduction::sum: return sum(losses);
+    case Reduction::mean: break;
+  }
+  return div(sum(losses), sum(wn));
+}
+
 // cross_entropy's rule in recorded ops, for a create_graph backward (the fused
 // kernel's result would have no grad_fn, cutting second derivatives through x and g)
 Tensor cross_entropy_composite_grad(const Tensor& g, const Tensor& x, const Tensor& labels, double eps,
@@ -113,11 +176,18 @@ Tensor cross_entropy_composite_grad(const Tensor& g, const Tensor& x, const Tens
 // dx[n, c] = g_n (softmax(x_n)_c - (1-eps) [c == y_n] - eps/C), 0 on ignored rows
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOptions opt, Site site) {
   OpScope op("cross_entropy", site);
+  if (logits.defined() && logits.dim() > 2)
+    return over_positions(op, logits, labels, opt, "logits", [&](const Tensor& x, const Tensor& y, auto o) {
+      return cross_entropy(x, y, o, site);
+    });
   int64_t kept = check_classes(op, logits, labels, opt, "logits");
+  // class weights: a separate composed path, so the common one stays one fused kernel
+  if (opt.weight.defined()) return weighted_class_loss(log_softmax(logits, 1), labels, opt);
   const int64_t N = logits.shape()[0];
   Tensor losses = new_tensor({N}, logits.dtype(), logits.device());
   Tensor lse = new_tensor({N}, logits.dtype(), logits.device());
-  backend_of(logits).cross_entropy_forward(losses, lse, logits, labels, opt.label_smoothing, opt.ignore_index);
+  if (N > 0)
+    backend_of(logits).cross_entropy_forward(losses, lse, logits, labels, opt.label_smoothing, opt.ignore_index);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0), lse = n.saved_tensor(1), y = n.saved_tensor(2);
         if (grad_enabled()) {  // create_graph: the rule itself must be differentiable
@@ -125,7 +195,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOpt
           return;
         }
         Tensor gx = new_tensor(x.shape(), x.dtype(), x.device());
-        backend_of(x).cross_entropy_backward(gx, g[0], x, lse, y, n.scalars[0], n.ints[0]);
+        if (gx.numel()) backend_of(x).cross_entropy_backward(gx, g[0], x, lse, y, n.scalars[0], n.ints[0]);
         gi[0] = gx;
       }, {&logits}, {&losses})) {
     n->save(logits);
@@ -141,7 +211,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOpt
 // (their gradients compose to dlp = -g_n ((1-eps) [c == y_n] + eps/C))
 Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptions opt, Site site) {
   OpScope op("nll_loss", site);
+  if (log_probs.defined() && log_probs.dim() > 2)
+    return over_positions(op, log_probs, labels, opt, "log_probs", [&](const Tensor& x, const Tensor& y, auto o) {
+      return nll_loss(x, y, o, site);
+    });
   int64_t kept = check_classes(op, log_probs, labels, opt, "log_probs");
+  if (opt.weight.defined()) return weighted_class_loss(log_probs, labels, opt);
   const int64_t C = log_probs.shape()[1];
   auto [valid, safe] = usable_labels(labels, opt.ignore_index);
   Tensor losses = mul(gather(log_probs, 1, safe.unsqueeze(1)).squeeze(1), opt.label_smoothing - 1.0);
@@ -157,29 +232,71 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, 
   return reduce_all(square(sub(input, target)), reduction);
 }
 
-// loss = max(x, 0) - x t + log(1 + e^-|x|)  (never exponentiates a positive number);
-// dx = g (sigmoid(x) - t), dt = -g x
-Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
+// loss = w ((1 - t) x + l softplus(-x)), l = 1 + (pw - 1) t (weight w and pos_weight pw
+// default to 1), with softplus(-x) = max(-x, 0) + log(1 + e^-|x|), which never exponentiates
+// a positive number. dx = g w ((pw t + 1 - t) sigmoid(x) - pw t), dt = g w ((pw - 1) softplus(-x) - x);
+// w and pw get no gradient (as in PyTorch).
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BCEWithLogitsOptions opt,
                                         Site site) {
   OpScope op("binary_cross_entropy_with_logits", site);
   check_pair(op, logits, target);
+  auto check_factor = [&](const Tensor& f, const char* what) {
+    if (!f.defined()) return Tensor();
+    check_same_device(op, logits, f);
+    check_floating(op, f, what);
+    check_no_grad_factor(op, f, what);
+    if (!(broadcast_shapes(op.op, f.shape(), logits.shape(), op.site) == logits.shape()))
+      fail(op.op, fmt::format("expected {} broadcastable to the input {}, got {}", what, logits.shape().str(),
+                              f.shape().str()), op.site);
+    return cast(f, logits.dtype());
+  };
+  Tensor w = check_factor(opt.weight, "the weight"), pw = check_factor(opt.pos_weight, "the pos_weight");
   Tensor losses;
   {
     NoGradGuard forward_only;  // the rule below is the whole gradient
     Tensor e = exp(neg(abs(logits)));
-    Tensor softplus = new_like(e);
-    if (e.numel()) backend_of(e).unary(UnaryOp::log1p, softplus, e);
-    losses = add(sub(relu(logits), mul(logits, target)), softplus);
+    Tensor log1p_e = new_like(e);
+    if (e.numel()) backend_of(e).unary(UnaryOp::log1p, log1p_e, e);
+    if (!pw.defined()) {
+      losses = add(sub(relu(logits), mul(logits, target)), log1p_e);  // the same, with (1 - t) x + softplus(-x) folded
+    } else {
+      Tensor softplus_neg = add(relu(neg(logits)), log1p_e);
+      Tensor l = add(mul(sub(pw, 1.0), target), 1.0);
+      losses = add(mul(1.0 - target, logits), mul(l, softplus_neg));
+    }
+    if (w.defined()) losses = mul(losses, w);
   }
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor x = n.saved_tensor(0);
-        if (n.needs_grad(0)) gi[0] = mul(g[0], sub(sigmoid(x), n.saved_tensor(1)));
-        if (n.needs_grad(1)) gi[1] = neg(mul(g[0], x));
+        Tensor x = n.saved_tensor(0), t = n.saved_tensor(1), w = n.saved_tensor(2), pw = n.saved_tensor(3);
+        Tensor gw = w.defined() ? mul(g[0], w) : g[0];
+        if (n.needs_grad(0)) {
+          if (!pw.defined()) {
+            gi[0] = mul(gw, sub(sigmoid(x), t));
+          } else {
+            Tensor pt = mul(pw, t);
+            gi[0] = mul(gw, sub(mul(add(sub(pt, t), 1.0), sigmoid(x)), pt));
+          }
+        }
+        if (n.needs_grad(1)) {
+          if (!pw.defined()) {
+            gi[1] = neg(mul(gw, x));
+          } else {  // recorded ops (a create_graph backward differentiates them), stable for any x
+            Tensor softplus_neg = add(relu(neg(x)), log(add(exp(neg(abs(x))), 1.0)));
+            gi[1] = mul(gw, sub(mul(sub(pw, 1.0), softplus_neg), x));
+          }
+        }
       }, {&logits, &target}, {&losses})) {
     n->save(logits);
     n->save(target);
+    n->save(w);
+    n->save(pw);
   }
-  return reduce_all(losses, reduction);
+  return reduce_all(losses, opt.reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
+                                        Site site) {
+  return binary_cross_entropy_with_logits(logits, target, BCEWithLogitsOptions{.reduction = reduction}, site);
 }
 
 }  // namespace reel

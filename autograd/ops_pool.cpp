@@ -1,5 +1,9 @@
 // Pooling, NCHW: max_pool2d, avg_pool2d, adaptive_avg_pool2d. x [N, C, H, W] ->
-// y [N, C, OH, OW], OH = (H + 2 pad - kernel) / stride + 1 (adaptive: any OH, OW).
+// y [N, C, OH, OW], OH = (H + 2 pad - kernel) / stride + 1 (adaptive: any OH, OW), or
+// with ceil_mode rounded up, less a last window that would start in the right padding
+// (PyTorch's rule). Every window then holds at least one input element, so the backend
+// kernels, which clip windows to the input, need nothing more for ceil_mode. An unbatched
+// [C, H, W] input runs as a batch of one.
 #include "op_support.h"
 #include "ops.h"
 
@@ -11,7 +15,16 @@ using Grads = std::vector<Tensor>;
 void check_input(const OpScope& op, const Tensor& x) {
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
-  check_dim(op, x, 4, "the input [N, C, H, W]");
+  if (x.dim() != 3 && x.dim() != 4)
+    fail(op.op, fmt::format("expected the input [N, C, H, W] or [C, H, W], got {}", x.shape().str()), op.site);
+}
+
+// As PyTorch's pooling_output_shape: the outputs along one dim.
+int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, bool ceil_mode) {
+  int64_t span = in + 2 * pad - k;
+  int64_t out = (ceil_mode ? span + s - 1 : span) / s + 1;
+  if (ceil_mode && (out - 1) * s >= in + pad) --out;
+  return out;
 }
 
 // Checks the options against x; returns the backend's parameters and y's shape.
@@ -30,6 +43,7 @@ PoolParams plan(const OpScope& op, const Tensor& x, const Pool2dOptions& o, Dims
                               "stride [{}, {}], padding [{}, {}]", p.kernel[0], p.kernel[1], p.stride[0], p.stride[1],
                               p.padding[0], p.padding[1]), op.site);
   }
+  check_dim(op, x, 4, "the input [N, C, H, W]");
   shape = {x.size(0), x.size(1), 0, 0};
   for (int i = 0; i < 2; ++i) {
     int64_t padded = x.size(2 + i) + 2 * p.padding[i];
@@ -37,7 +51,7 @@ PoolParams plan(const OpScope& op, const Tensor& x, const Pool2dOptions& o, Dims
       fail(op.op, fmt::format("the kernel [{}, {}] is larger than the padded input [{}, {}] (input {}, padding [{}, {}])",
                               p.kernel[0], p.kernel[1], x.size(2) + 2 * p.padding[0], x.size(3) + 2 * p.padding[1],
                               x.shape().str(), p.padding[0], p.padding[1]), op.site);
-    shape[2 + i] = (padded - p.kernel[i]) / p.stride[i] + 1;
+    shape[2 + i] = pooled_size(x.size(2 + i), p.kernel[i], p.stride[i], p.padding[i], o.ceil_mode);
   }
   return p;
 }
@@ -49,6 +63,12 @@ void remember(Node* n, const PoolParams& p) {
     n->ints[4 + i] = p.padding[i];
   }
   n->ints[6] = p.count_include_pad;
+}
+// The output shape decides ceil_mode for a re-pooling in the create_graph rule.
+void remember_ceil(Node* n, const Dims& x_shape, const Dims& y_shape, const PoolParams& p) {
+  n->ints[7] = 0;
+  for (int i = 0; i < 2; ++i)
+    if (pooled_size(x_shape[2 + i], p.kernel[i], p.stride[i], p.padding[i], false) != y_shape[2 + i]) n->ints[7] = 1;
 }
 
 PoolParams recall(const Node& n) {
@@ -62,11 +82,12 @@ PoolParams recall(const Node& n) {
   return p;
 }
 
-Pool2dOptions options_of(const PoolParams& p) {
+Pool2dOptions options_of(const PoolParams& p, bool ceil_mode) {
   return {.kernel = {p.kernel[0], p.kernel[1]},
           .stride = {p.stride[0], p.stride[1]},
           .padding = {p.padding[0], p.padding[1]},
-          .count_include_pad = p.count_include_pad};
+          .count_include_pad = p.count_include_pad,
+          .ceil_mode = ceil_mode};
 }
 
 // ---- the input gradients as recorded ops, for a create_graph backward. Each is
@@ -92,9 +113,12 @@ Tensor avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape, const PoolPar
   OpScope op("avg_pool2d_backward", {});
   Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
   if (gx.numel()) backend_of(gx).avg_pool2d_backward(gx, g, p);
-  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) { gi[0] = avg_pool2d(gg[0], options_of(recall(n))); },
-                       {&g}, {&gx}))
+  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        gi[0] = avg_pool2d(gg[0], options_of(recall(n), n.ints[7] != 0));
+      }, {&g}, {&gx})) {
     remember(n, p);
+    remember_ceil(n, x_shape, g.shape(), p);
+  }
   return gx;
 }
 
@@ -112,8 +136,13 @@ Tensor adaptive_avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape) {
 }  // namespace
 
 // y = max over each window (argmax saved as flat h*W+w); dx = g routed to the argmax
-Tensor max_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
+PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt, Site site) {
   OpScope op("max_pool2d", site);
+  check_input(op, x);
+  if (x.dim() == 3) {  // unbatched: a batch of one
+    PoolWithIndices r = max_pool2d_with_indices(x.unsqueeze(0), opt, site);
+    return {r.values.squeeze(0), r.indices.squeeze(0)};
+  }
   Dims shape;
   PoolParams p = plan(op, x, opt, shape);
   Tensor y = new_tensor(shape, x.dtype(), x.device());
@@ -125,13 +154,17 @@ Tensor max_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
     n->save(indices);
     remember(n, p);
   }
-  return y;
+  return {y, indices};
 }
+
+Tensor max_pool2d(const Tensor& x, Pool2dOptions opt, Site site) { return max_pool2d_with_indices(x, opt, site).values; }
 
 // y = mean over each window (count_include_pad: padding counts in the divisor);
 // dx = g / count spread over the window
 Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
   OpScope op("avg_pool2d", site);
+  check_input(op, x);
+  if (x.dim() == 3) return avg_pool2d(x.unsqueeze(0), opt, site).squeeze(0);  // unbatched: a batch of one
   Dims shape;
   PoolParams p = plan(op, x, opt, shape);
   Tensor y = new_tensor(shape, x.dtype(), x.device());
@@ -148,6 +181,7 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w, Site site) {
   OpScope op("adaptive_avg_pool2d", site);
   check_input(op, x);
+  if (x.dim() == 3) return adaptive_avg_pool2d(x.unsqueeze(0), out_h, out_w, site).squeeze(0);
   if (out_h < 1 || out_w < 1)
     fail(op.op, fmt::format("expected an output size of at least [1, 1], got [{}, {}]", out_h, out_w), op.site);
   if (x.size(2) < 1 || x.size(3) < 1)

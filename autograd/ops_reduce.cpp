@@ -1,5 +1,6 @@
 // Reductions over chosen dims (keepdim or not), and Tensor's math methods.
 #include <algorithm>
+#include <optional>
 
 #include "op_support.h"
 #include "ops.h"
@@ -101,16 +102,32 @@ Tensor prod(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
 }
 
 namespace {
-// y = max (or min) over dims; dx = g at the extremum, split evenly among ties
+// A max, min or arg-extremum has no value over zero elements: as PyTorch, each reduced
+// dim must be non-empty (dims = all of an empty tensor is an Error too), while an empty
+// kept dim just gives an empty result.
+void check_reduced_nonempty(const OpScope& op, const Tensor& x, const ReducePlan& p, bool all) {
+  if (x.numel() != 0) return;
+  if (all)
+    fail(op.op, fmt::format("the input {} has no elements: name the dims to reduce (an empty result needs a "
+                            "non-empty reduced dim)", x.shape().str()), op.site);
+  for (int d : p.dims)
+    if (x.shape()[d] == 0)
+      fail(op.op, fmt::format("expected reduced dim {} to be non-empty, got the input {}", d, x.shape().str()),
+           op.site);
+}
+
+// y = max (or min) over dims; dx = g at the extremum, split evenly among ties. A group
+// holding NaN has y = NaN, and its gradient goes to its NaN elements only (split among
+// them), as PyTorch's max()/min() (x == y alone would match nothing there).
 Tensor extremum(const char* name, ReduceOp kind, const Tensor& x, const Dims& dims, bool keepdim, const Site& site) {
   OpScope op(name, site);
   check_defined(op, x, "the input");
-  check_nonempty(op, x, "input");
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
+  check_reduced_nonempty(op, x, p, dims.empty());
   Tensor y = reduce_forward(op, kind, x, p, x.dtype());
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor x = n.saved_tensor(0), y = n.saved_tensor(1);
-        Tensor hit = eq(x, expand_back(y, n)).to(g[0].dtype());
+        Tensor x = n.saved_tensor(0), ye = expand_back(n.saved_tensor(1), n);
+        Tensor hit = logical_or(eq(x, ye), logical_and(ne(x, x), ne(ye, ye))).to(g[0].dtype());
         // ties share the gradient: divide by the number of extrema in each reduced group
         Dims rd;
         for (int i = 0; i < 8 && n.ints[i] >= 0; ++i) rd.push_back(n.ints[i]);
@@ -123,6 +140,20 @@ Tensor extremum(const char* name, ReduceOp kind, const Tensor& x, const Dims& di
   }
   return y;
 }
+
+Tensor arg_extremum(const char* name, ReduceOp kind, const Tensor& x, std::optional<int64_t> dim, bool keepdim,
+                    const Site& site) {
+  OpScope op(name, site);
+  check_defined(op, x, "the input");
+  if (!dim) {  // over all elements: the flat index into x's row-major order
+    check_reduced_nonempty(op, x, plan_reduce(op, x, {}, false), true);
+    Tensor flat = x.detach().reshape({x.numel()});
+    return reduce_forward(op, kind, flat, plan_reduce(op, flat, Dims{0}, false), DType::i64);
+  }
+  ReducePlan p = plan_reduce(op, x, Dims{*dim}, keepdim);
+  check_reduced_nonempty(op, x, p, false);
+  return reduce_forward(op, kind, x, p, DType::i64);
+}
 }  // namespace
 
 Tensor amax(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
@@ -132,37 +163,31 @@ Tensor amin(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
   return extremum("amin", ReduceOp::min, x, dims, keepdim, site);
 }
 
-// index of the largest value along dim (first on ties); no gradient
+// index of the largest value along dim (the first NaN, else the first on ties); no gradient
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim, Site site) {
-  OpScope op("argmax", site);
-  check_defined(op, x, "the input");
-  check_nonempty(op, x, "input");
-  ReducePlan p = plan_reduce(op, x, Dims{dim}, keepdim);
-  return reduce_forward(op, ReduceOp::argmax, x, p, DType::i64);
+  return arg_extremum("argmax", ReduceOp::argmax, x, dim, keepdim, site);
 }
-
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim, Site site) {
-  OpScope op("argmin", site);
-  check_defined(op, x, "the input");
-  check_nonempty(op, x, "input");
-  ReducePlan p = plan_reduce(op, x, Dims{dim}, keepdim);
-  return reduce_forward(op, ReduceOp::argmin, x, p, DType::i64);
+  return arg_extremum("argmin", ReduceOp::argmin, x, dim, keepdim, site);
 }
+Tensor argmax(const Tensor& x, Site site) { return arg_extremum("argmax", ReduceOp::argmax, x, {}, false, site); }
+Tensor argmin(const Tensor& x, Site site) { return arg_extremum("argmin", ReduceOp::argmin, x, {}, false, site); }
 
-// var = sum((x - mean)^2) / (count - correction), composed from differentiable ops
+// var = sum((x - mean)^2) / max(count - correction, 0), composed from differentiable ops
+// (the debug tools show it as their example of a composite). Too few elements divide by
+// 0, as PyTorch: 0/0 = nan for one element (or none), and a spread group over 0 is inf.
 Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim, Site site) {
   OpScope op("var", site);
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
+  if (correction < 0) fail("var", fmt::format("expected correction >= 0, got {}", correction), op.site);
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
-  int64_t count = x.numel() / std::max<int64_t>(numel_of(p.kept), 1);
-  if (count - correction <= 0)
-    fail("var", fmt::format("{} elements per group with correction {} leave no degrees of freedom", count, correction),
-         op.site);
+  int64_t count = 1;
+  for (int d : p.dims) count *= x.shape()[d];
   Dims d;
   for (int v : p.dims) d.push_back(v);
   Tensor centered = sub(x, mean(x, d, true));
-  return div(sum(square(centered), d, keepdim), double(count - correction));
+  return div(sum(square(centered), d, keepdim), double(std::max<int64_t>(count - correction, 0)));
 }
 
 // y = g summed over the dims that broadcasting added or stretched, to `shape`

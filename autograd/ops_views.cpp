@@ -191,9 +191,23 @@ Tensor Tensor::permute(const Dims& order, Site site) const {
   return out;
 }
 
-// y = x[start : start + length] along dim; dy/dx scatters back into zeros
+// y = x[start : start + length] along dim (a negative start counts from the end, as
+// PyTorch); checked here so that errors name narrow, then a slice
 Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length, Site site) const {
-  return slice(dim_, start, start + length, 1, site);
+  OpScope op("narrow", site);
+  check_defined(op, *this, "the tensor");
+  if (dim() == 0) fail("narrow", "cannot narrow a 0-d tensor", op.site);
+  int d = wrap_dim("narrow", dim_, dim(), op.site);
+  int64_t n = shape()[d];
+  if (start < -n || start > n)
+    fail("narrow", fmt::format("start {} is out of range for dim {} of size {} (shape {}): expected -{} to {}", start,
+                               d, n, shape().str(), n, n), op.site);
+  if (start < 0) start += n;
+  if (length < 0) fail("narrow", fmt::format("expected length >= 0, got {}", length), op.site);
+  if (length > n - start)
+    fail("narrow", fmt::format("start {} + length {} exceeds dim {} of size {} (shape {})", start, length, d, n,
+                               shape().str()), op.site);
+  return slice(d, start, start + length, 1, site);
 }
 
 // y = x[start:end:step] along dim (negative start/end count from the end)

@@ -70,6 +70,29 @@ void for_blocks(const Layout& l, F f) {
   }
 }
 
+// A row whose max is +inf is NaN throughout, as PyTorch (e^(inf - inf) = NaN poisons the
+// sum there; here the vectorised exp need not propagate it, so the row says it outright).
+template <typename T>
+bool poisoned(T row_max) {
+  return row_max == std::numeric_limits<T>::infinity();
+}
+
+// oneDNN's f32 softmax leaves a row holding +inf NaN at the inf and 0 elsewhere (log_softmax:
+// -inf elsewhere);
+// a NaN anywhere in a row of its output (a NaN or +inf input) makes the row NaN, as PyTorch.
+// One pass over the output just written, in cache for rows of moderate size.
+void spread_nan_rows(const Tensor& out, const Layout& l) {
+  float* Y = static_cast<float*>(out.data_ptr());
+#pragma omp parallel for schedule(static) if (l.outer * l.n >= kParallelGrain)
+  for (int64_t r = 0; r < l.outer; ++r) {
+    float* y = Y + r * l.n;
+    int nan = 0;
+#pragma omp simd reduction(| : nan)
+    for (int64_t i = 0; i < l.n; ++i) nan |= y[i] != y[i];
+    if (nan) std::fill(y, y + l.n, std::numeric_limits<float>::quiet_NaN());
+  }
+}
+
 // Rows [outer, n], softmax along n: the max, then e^(x - max) and its sum in one
 // vectorised pass; log_softmax takes one accurate log per row.
 template <typename T>
@@ -88,7 +111,7 @@ void forward_rows(const Tensor& out, const Tensor& x_in, const Layout& l, bool l
     if (log) {
 #pragma omp simd reduction(+ : sum)
       for (int64_t i = 0; i < n; ++i) sum += vexp<T>(xp[i] - m);
-      T lse = std::isinf(m) ? m : m + std::log(sum);
+      T lse = poisoned(m) ? std::numeric_limits<T>::quiet_NaN() : std::isinf(m) ? m : m + std::log(sum);
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) y[i] = xp[i] - lse;
     } else {
@@ -97,7 +120,7 @@ void forward_rows(const Tensor& out, const Tensor& x_in, const Layout& l, bool l
         y[i] = vexp<T>(xp[i] - m);
         sum += y[i];
       }
-      T inv = T(1) / sum;
+      T inv = poisoned(m) ? std::numeric_limits<T>::quiet_NaN() : T(1) / sum;
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) y[i] *= inv;
     }
@@ -151,7 +174,8 @@ void forward_loops(const Tensor& out, const Tensor& x_in, const Layout& l, bool 
         if (!log) yp[j * l.inner + i] = e;
         sum[i] += e;
       }
-    for (int64_t i = 0; i < cols; ++i) sum[i] = log ? mx[i] + std::log(sum[i]) : T(1) / sum[i];
+    for (int64_t i = 0; i < cols; ++i)
+      sum[i] = poisoned(mx[i]) ? std::numeric_limits<T>::quiet_NaN() : log ? mx[i] + std::log(sum[i]) : T(1) / sum[i];
     for (int64_t j = 0; j < l.n; ++j)
       for (int64_t i = 0; i < cols; ++i) {
         T& y = yp[j * l.inner + i];
@@ -192,6 +216,7 @@ void CpuBackend::softmax_forward(const Tensor& out, const Tensor& x, int dim, bo
     SoftmaxPlan& p = plan_for(l, log, false);
     p.prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, memory_of(p.md, xd)}, {DNNL_ARG_DST, memory_of(p.md, out)}});
     dnnl_stream().wait();
+    spread_nan_rows(out, l);
     return;
   }
   dispatch_float(x.dtype(), "softmax", [&]<typename T>() {

@@ -34,7 +34,7 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x, double da, doub
     case UnaryOp::abs: return map1<T, T>(out, x, [](T v) { return v < T(0) ? T(-v) : v; });
     case UnaryOp::sign: return map1<T, T>(out, x, [](T v) { return T((T(0) < v) - (v < T(0))); });
     case UnaryOp::square: return map1<T, T>(out, x, [](T v) { return T(v * v); });
-    case UnaryOp::relu: return map1<T, T>(out, x, [](T v) { return v > T(0) ? v : T(0); });
+    case UnaryOp::relu: return map1<T, T>(out, x, [](T v) { return v > T(0) || v != v ? v : T(0); });  // NaN stays
     case UnaryOp::add_scalar: return map1<T, T>(out, x, [a](T v) { return T(v + a); });
     case UnaryOp::mul_scalar: return map1<T, T>(out, x, [a](T v) { return T(v * a); });
     case UnaryOp::rsub_scalar: return map1<T, T>(out, x, [a](T v) { return T(a - v); });
@@ -99,7 +99,7 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
     switch (op) {
       case BinaryOp::div: return map2<T, T>(out, a, b, [](T x, T y) { return x / y; });
       case BinaryOp::pow: return map2<T, T>(out, a, b, [](T x, T y) { return std::pow(x, y); });
-      case BinaryOp::relu_backward: return map2<T, T>(out, a, b, [](T g, T x) { return x > T(0) ? g : T(0); });
+      case BinaryOp::relu_backward: return map2<T, T>(out, a, b, [](T g, T x) { return x <= T(0) ? T(0) : g; });  // NaN passes g
       case BinaryOp::gelu_backward: return map2<T, T>(out, a, b, [](T g, T x) { return g * gelu_grad(x); });
       case BinaryOp::sigmoid_backward: return map2<T, T>(out, a, b, [](T g, T y) { return g * y * (T(1) - y); });
       case BinaryOp::tanh_backward: return map2<T, T>(out, a, b, [](T g, T y) { return g * (T(1) - y * y); });

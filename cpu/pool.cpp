@@ -65,7 +65,8 @@ void max_forward(const Tensor& out, const Tensor& indices, const Tensor& x, cons
   T* Y = static_cast<T*>(out.data_ptr());
   int64_t* I = static_cast<int64_t*>(indices.data_ptr());
   const bool pair_windows = p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
-                            p.padding[0] == 0 && p.padding[1] == 0 && xs[3] == 1;
+                            p.padding[0] == 0 && p.padding[1] == 0 && xs[3] == 1 &&
+                            2 * OH <= H && 2 * OW <= W;  // ceil_mode's clipped last windows take the general loop
   for_planes(x.shape()[0], C, x.numel(), [&](int64_t n, int64_t c, int64_t plane) {
     const T* src = X + n * xs[0] + c * xs[1];
     T* y = Y + plane * OH * OW;

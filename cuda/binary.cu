@@ -36,7 +36,7 @@ struct BinaryFn {
     else if constexpr (OP == BinaryOp::logical_or) return (x != T(0)) || (y != T(0));
     else if constexpr (OP == BinaryOp::div) return T(x / y);
     else if constexpr (OP == BinaryOp::pow) return T(pow(x, y));
-    else if constexpr (OP == BinaryOp::relu_backward) return y > T(0) ? x : T(0);
+    else if constexpr (OP == BinaryOp::relu_backward) return y <= T(0) ? T(0) : x;  // NaN passes g
     else if constexpr (OP == BinaryOp::gelu_backward) return T(x * gelu_grad(y));
     else if constexpr (OP == BinaryOp::sigmoid_backward) return T(x * y * (T(1) - y));
     else return T(x * (T(1) - y * y));  // tanh_backward

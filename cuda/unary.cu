@@ -25,7 +25,7 @@ struct UnaryFn {
     else if constexpr (OP == UnaryOp::abs) return v < T(0) ? T(-v) : v;
     else if constexpr (OP == UnaryOp::sign) return T((T(0) < v) - (v < T(0)));
     else if constexpr (OP == UnaryOp::square) return T(v * v);
-    else if constexpr (OP == UnaryOp::relu) return v > T(0) ? v : T(0);
+    else if constexpr (OP == UnaryOp::relu) return v > T(0) || v != v ? v : T(0);  // NaN stays, as on the CPU
     else if constexpr (OP == UnaryOp::add_scalar) return T(v + a);
     else if constexpr (OP == UnaryOp::mul_scalar) return T(v * a);
     else if constexpr (OP == UnaryOp::rsub_scalar) return T(a - v);

@@ -130,10 +130,12 @@ reel::Pool2dOptions pool_options(const char* layer, Size2 kernel, const Pool2dOp
   p.stride = stride;
   p.padding = o.padding;
   p.count_include_pad = o.count_include_pad;
+  p.ceil_mode = o.ceil_mode;
   return p;
 }
-void check_4d(const char* layer, const Tensor& x) {
-  if (x.dim() != 4) fail(layer, fmt::format("expected input [N, C, H, W], got {}", x.shape().str()), kNoSite);
+void check_pool_input(const char* layer, const Tensor& x) {
+  if (x.defined() && x.dim() != 3 && x.dim() != 4)
+    fail(layer, fmt::format("expected input [N, C, H, W] or [C, H, W], got {}", x.shape().str()), kNoSite);
 }
 }  // namespace
 
@@ -142,13 +144,18 @@ MaxPool2d::MaxPool2d(Size2 kernel_size, Pool2dOptions opt) : kernel_size(kernel_
 }
 Tensor MaxPool2d::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  check_4d("MaxPool2d", x);
+  check_pool_input("MaxPool2d", x);
   return max_pool2d(x, pool_options("MaxPool2d", kernel_size, options));
+}
+PoolWithIndices MaxPool2d::forward_with_indices(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  check_pool_input("MaxPool2d", x);
+  return max_pool2d_with_indices(x, pool_options("MaxPool2d", kernel_size, options));
 }
 std::string MaxPool2d::extra_repr() const {
   Size2 stride = options.stride.h == 0 && options.stride.w == 0 ? kernel_size : options.stride;
-  return fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size), pair_str(stride),
-                     pair_str(options.padding));
+  return fmt::format("kernel_size={}, stride={}, padding={}{}", pair_str(kernel_size), pair_str(stride),
+                     pair_str(options.padding), options.ceil_mode ? ", ceil_mode=True" : "");
 }
 
 AvgPool2d::AvgPool2d(Size2 kernel_size, Pool2dOptions opt) : kernel_size(kernel_size), options(opt) {
@@ -156,13 +163,13 @@ AvgPool2d::AvgPool2d(Size2 kernel_size, Pool2dOptions opt) : kernel_size(kernel_
 }
 Tensor AvgPool2d::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  check_4d("AvgPool2d", x);
+  check_pool_input("AvgPool2d", x);
   return avg_pool2d(x, pool_options("AvgPool2d", kernel_size, options));
 }
 std::string AvgPool2d::extra_repr() const {
   Size2 stride = options.stride.h == 0 && options.stride.w == 0 ? kernel_size : options.stride;
-  return fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size), pair_str(stride),
-                     pair_str(options.padding));
+  return fmt::format("kernel_size={}, stride={}, padding={}{}", pair_str(kernel_size), pair_str(stride),
+                     pair_str(options.padding), options.ceil_mode ? ", ceil_mode=True" : "");
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size(output_size) {
@@ -170,7 +177,7 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size(output_siz
 }
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  check_4d("AdaptiveAvgPool2d", x);
+  check_pool_input("AdaptiveAvgPool2d", x);
   return adaptive_avg_pool2d(x, output_size.h, output_size.w);
 }
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + pair_str(output_size); }

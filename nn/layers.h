@@ -65,17 +65,22 @@ class Conv2d : public Module {
   Conv2dOptions options;
 };
 
-// Max / average pooling over windows. x [N, C, H, W] -> [N, C, H_out, W_out],
-// H_out = (H + 2 padding - k) / stride + 1. stride 0 means the kernel size (PyTorch's default).
+// Max / average pooling over windows. x [N, C, H, W] -> [N, C, H_out, W_out] (or unbatched
+// [C, H, W] -> [C, H_out, W_out]), H_out = (H + 2 padding - k) / stride + 1, rounded up with
+// ceil_mode. stride 0 means the kernel size (PyTorch's default).
 struct Pool2dOptions {
   Size2 stride = 0;
   Size2 padding = 0;
   bool count_include_pad = true;  // AvgPool2d only: padded zeros count in the average
+  bool ceil_mode = false;
 };
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(Size2 kernel_size, Pool2dOptions opt = {});
   Tensor forward(const Tensor& x) override;
+  // PyTorch's return_indices = true: the values and the i64 argmax of each window (flat
+  // h * W + w within its plane). A separate call, as libtorch's, since forward returns one tensor.
+  PoolWithIndices forward_with_indices(const Tensor& x);
   std::string type_name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
   Size2 kernel_size;
@@ -90,7 +95,7 @@ class AvgPool2d : public Module {
   Size2 kernel_size;
   Pool2dOptions options;
 };
-// x [N, C, H, W] -> [N, C, out.h, out.w], averaging adaptive windows.
+// x [N, C, H, W] -> [N, C, out.h, out.w] (or [C, H, W] -> [C, out.h, out.w]), averaging adaptive windows.
 class AdaptiveAvgPool2d : public Module {
  public:
   explicit AdaptiveAvgPool2d(Size2 output_size);

@@ -9,7 +9,8 @@
 namespace reel::nn {
 
 // Softmax cross-entropy on logits [N, C] and i64 labels [N] -> [] (or [N] with
-// Reduction::none). Labels equal to ignore_index add nothing (and do not count in the mean).
+// Reduction::none), or logits [N, C, d1, ...] and labels [N, d1, ...]. Labels equal to
+// ignore_index add nothing (and do not count in the mean); options.weight weighs classes.
 class CrossEntropyLoss {
  public:
   explicit CrossEntropyLoss(CrossEntropyOptions opt = {}) : options(opt) {}
@@ -40,14 +41,17 @@ class MSELoss {
 };
 
 // Binary cross-entropy of sigmoid(logits) against targets in [0, 1], computed stably
-// from the logits; logits and target of one shape.
+// from the logits; logits and target of one shape. Optional weight (broadcast to the
+// input) and pos_weight (per class, over the last dim), as PyTorch's.
+//   nn::BCEWithLogitsLoss criterion({.pos_weight = full({C}, 3.0)});
 class BCEWithLogitsLoss {
  public:
-  explicit BCEWithLogitsLoss(Reduction reduction = Reduction::mean) : reduction(reduction) {}
+  explicit BCEWithLogitsLoss(Reduction reduction = Reduction::mean) : options{.reduction = reduction} {}
+  explicit BCEWithLogitsLoss(BCEWithLogitsOptions opt) : options(std::move(opt)) {}
   Tensor operator()(const Tensor& logits, const Tensor& target, Site site = {}) const {
-    return binary_cross_entropy_with_logits(logits, target, reduction, site);
+    return binary_cross_entropy_with_logits(logits, target, options, site);
   }
-  Reduction reduction;
+  BCEWithLogitsOptions options;
 };
 
 }  // namespace reel::nn

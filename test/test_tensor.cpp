@@ -224,5 +224,5 @@ TEST_CASE("reduction errors name the op and the dims", "[reduce][errors]") {
     CHECK(m.find("dim 5") != std::string::npos);
   }
   CHECK_THROWS_AS(amax(zeros({0})), Error);
-  CHECK_THROWS_AS(var(zeros({1})), Error);
+  CHECK(std::isnan(var(zeros({1})).item<float>()));  // one element: 0/0, as PyTorch
 }
