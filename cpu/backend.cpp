@@ -48,6 +48,8 @@ size_t size_class(size_t n) {
 
 void* CpuBackend::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
+  if (nbytes > size_t(INT64_MAX) / 2)  // size_class would wrap; no machine has this much
+    throw Error(fmt::format("cpu: out of memory allocating {} bytes", nbytes));
   size_t r = size_class(nbytes);
   {
     BlockCache& c = cache();
