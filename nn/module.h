@@ -12,9 +12,11 @@
 // The registration rule. A registered tensor is found by its offset inside the module,
 // so moving the module as a whole (into a Sequential, say) finds it in the new object,
 // and assigning another tensor to the member (tying weights) is seen. So a tensor must
-// be a direct member of *this: registering a local is refused at once, and a tensor
-// outside the object (an element of a std::vector member) is refused when the module
-// is registered as a child or put in a container, where its size is known. A registered
+// be a direct member of *this. A local of the constructor is refused at once when it
+// lies below the module on the stack (a constructor with its own frame; one inlined into
+// the frame holding the module can escape this check), and a tensor outside the object
+// (an element of a std::vector member) is refused when the module is registered as a
+// child or put in a container, where its size is known. A registered
 // child module knows its parent, and a move of either keeps the link, so children may be
 // members, elements of containers of modules, or held by the module (unique_ptr); a
 // child destroyed while registered (a local, an element erased) makes the parent's

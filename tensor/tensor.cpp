@@ -143,15 +143,20 @@ Tensor empty(const Dims& shape, Options opt, Site site) {
   return t;
 }
 
-Tensor full(const Dims& shape, double value, Options opt, Site site) {
-  Tensor t = make_tensor(shape, opt.dtype, opt.device, "full", site);
+namespace {
+Tensor filled(const char* op, const Dims& shape, double value, Options opt, Site site) {
+  Tensor t = make_tensor(shape, opt.dtype, opt.device, op, site);
   if (t.numel() > 0) backend_for(opt.device).fill(t, value);
   if (opt.requires_grad) t.requires_grad_(true, site);
   return t;
 }
-Tensor zeros(const Dims& shape, Options opt, Site site) { return full(shape, 0.0, opt, site); }
-Tensor ones(const Dims& shape, Options opt, Site site) { return full(shape, 1.0, opt, site); }
-Tensor scalar_tensor(double value, Options opt, Site site) { return full(Dims{}, value, opt, site); }
+}  // namespace
+Tensor full(const Dims& shape, double value, Options opt, Site site) { return filled("full", shape, value, opt, site); }
+Tensor zeros(const Dims& shape, Options opt, Site site) { return filled("zeros", shape, 0.0, opt, site); }
+Tensor ones(const Dims& shape, Options opt, Site site) { return filled("ones", shape, 1.0, opt, site); }
+Tensor scalar_tensor(double value, Options opt, Site site) {
+  return filled("scalar_tensor", Dims{}, value, opt, site);
+}
 namespace {
 const Tensor& given(const char* op, const Tensor& t, const Site& site) {
   if (!t.defined()) fail(op, "the input is an undefined tensor", site);

@@ -44,6 +44,8 @@ TEST_CASE("creation refuses shapes whose element count or byte size overflows in
   CHECK_THAT(error_of([] { zeros({0, int64_t(1) << 32, int64_t(1) << 32}); }), Contains("zeros"));
   // the element count fits and the allocation cannot be had: an Error, not a wrapped size class
   CHECK_THAT(error_of([] { empty({int64_t(1) << 61}, {.dtype = DType::u8}); }), Contains("out of memory"));
+  CHECK_THAT(error_of([] { empty({int64_t(1) << 40, int64_t(1) << 10}, {.dtype = DType::u8}); }),
+             Contains("out of memory"));
   // shapes that fit are untouched
   CHECK(zeros({0, int64_t(1) << 40}).numel() == 0);
 }

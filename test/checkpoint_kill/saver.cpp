@@ -1,5 +1,6 @@
 // The process the checkpoint kill-test kills. Usage:
-//   checkpoint_saver loop PATH    saves step 1, 2, ... to PATH until killed
+//   checkpoint_saver loop PATH    checks PATH as `check` does (printing "whole" or
+//                                 failing), then saves step 1, 2, ... to PATH until killed
 //   checkpoint_saver once PATH    one save, then exit
 //   checkpoint_saver check PATH   exit 0 when PATH is a whole checkpoint of one step
 // Each checkpoint holds "w" (2^20 floats, all equal to the step: 4 MiB, so that a kill
@@ -28,6 +29,7 @@ int check(const std::string& path) {
   for (float v : w.to_vector<float>())
     if (v != float(step)) return std::fprintf(stderr, "%s: w holds %g in a checkpoint of step %ld\n", path.c_str(), v, long(step)), 1;
   std::printf("%s: a whole checkpoint of step %ld\n", path.c_str(), long(step));
+  std::fflush(stdout);
   return 0;
 }
 
@@ -39,7 +41,11 @@ int main(int argc, char** argv) {
   try {
     if (mode == "check") return check(path);
     if (mode == "once") return save_step(path, 1), 0;
-    for (int64_t step = 1;; ++step) save_step(path, step);
+    if (check(path) != 0) return 1;  // what the previous, killed, process left
+    for (int64_t step = 1;; ++step) {
+      save_step(path, step);
+      if (step == 1) std::printf("saving\n"), std::fflush(stdout);  // the test kills from here on
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
