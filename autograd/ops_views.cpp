@@ -96,8 +96,8 @@ Dims infer_shape(const OpScope& op, const Tensor& t, const Dims& shape) {
       infer = i;
     } else if (s[i] < 0) {
       fail(op.op, fmt::format("invalid shape {}", shape.str()), op.site);
-    } else {
-      known *= s[i];
+    } else if (__builtin_mul_overflow(known, s[i], &known)) {
+      fail(op.op, fmt::format("shape {} is too large: its element count overflows int64", shape.str()), op.site);
     }
   }
   if (infer >= 0) {
@@ -106,7 +106,7 @@ Dims infer_shape(const OpScope& op, const Tensor& t, const Dims& shape) {
                               t.shape().str()), op.site);
     s[infer] = t.numel() / known;
   }
-  if (numel_of(s) != t.numel())
+  if (check_shape(op.op, s, int64_t(t.element_size()), op.site) != t.numel())
     fail(op.op, fmt::format("shape {} is invalid for a tensor of {} elements (shape {})", shape.str(), t.numel(),
                             t.shape().str()), op.site);
   return s;
@@ -269,6 +269,7 @@ Tensor Tensor::expand(const Dims& shape_, Site site) const {
       fail("expand", fmt::format("cannot expand shape {} to {} (dim {}: {} is not 1)", shape().str(), shape_.str(),
                                  i, have), op.site);
   }
+  check_shape("expand", target, int64_t(element_size()), op.site);
   Tensor out = expand_view(*this, target);
   if (out.impl() == impl()) out = make_view(*this, shape(), strides(), offset());
   record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
@@ -339,6 +340,7 @@ Tensor Tensor::grad() const {
 }
 
 void Tensor::set_grad(const Tensor& g) {
+  live("set_grad");
   if (g.defined() && !(g.shape() == shape()))
     fail("set_grad", fmt::format("gradient shape {} does not match the tensor's {}", g.shape().str(), shape().str()),
          Site{nullptr, 0});

@@ -196,6 +196,9 @@ Node* record(const OpScope& op, BackwardFn fn, const std::vector<const Tensor*>&
 
 // ---- helpers
 Tensor new_tensor(const Dims& shape, DType dtype, Device device) {
+  // Output shapes come from checked input shapes, but a product of them (an outer
+  // broadcast, a matmul over an empty inner dim) can still overflow.
+  check_shape("allocate", shape, dtype_size(dtype), Site{nullptr, 0});
   auto impl = make_ref<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);

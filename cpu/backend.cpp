@@ -48,6 +48,10 @@ size_t size_class(size_t n) {
 
 void* CpuBackend::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
+  // past a 64-bit machine's 2^47-byte user address space: nothing to ask malloc (whose
+  // answer, under AddressSanitizer, is an abort), and size_class cannot wrap
+  if (nbytes > (size_t(1) << 47))
+    throw Error(fmt::format("cpu: out of memory allocating {} bytes (more than the address space)", nbytes));
   size_t r = size_class(nbytes);
   {
     BlockCache& c = cache();

@@ -283,6 +283,7 @@ void release_pinned(void* data, size_t nbytes) { pinned_free(data, nbytes); }
 Tensor pinned_empty(const Dims& shape, DType dtype) {
   for (int64_t s : shape)
     if (s < 0) throw Error(fmt::format("pinned_empty: shape {} has a negative size", shape.str()));
+  check_shape("pinned_empty", shape, dtype_size(dtype), Site{nullptr, 0});
   if (!is_available()) return empty(shape, {.dtype = dtype});  // nothing to pin for
   size_t nbytes = size_t(numel_of(shape)) * size_t(dtype_size(dtype));
   void* p = pinned_alloc(nbytes);

@@ -107,14 +107,41 @@ Tensor parse_idx(std::span<const uint8_t> bytes, const std::string& name, uint32
     throw Error(fmt::format("read_idx: {}: header says {} {} values ({:.0f} bytes), file has {} bytes of data: "
                             "{:.0f} bytes too many",
                             name, dims_text(dims), type.name, need, have, double(have) - need));
+  // zero elements along a huge dim: no data to compare, but strides that overflow
+  try {
+    check_shape("read_idx", dims, dtype_size(type.dtype), Site{nullptr, 0});
+  } catch (const Error&) {
+    throw Error(fmt::format("read_idx: {}: header says {} values, a shape too large for a tensor", name, dims_text(dims)));
+  }
   Tensor out = empty(dims, {.dtype = type.dtype});
-  decode(bytes.data() + header, code, out.numel(), out.data_ptr());
+  if (out.numel() > 0) decode(bytes.data() + header, code, out.numel(), out.data_ptr());
   return out;
 }
 
 Tensor read_idx(const std::string& path, uint32_t expected_magic) {
-  std::vector<uint8_t> bytes = internal::read_file("read_idx", path);
-  return parse_idx(bytes, path, expected_magic);
+  // The header says how many bytes follow: read no more than that (plus one, to tell
+  // a file that is too long), so that a small gzip file cannot inflate to gigabytes.
+  std::vector<uint8_t> head = internal::read_file("read_idx", path, 4 + 4 * size_t(kMaxDims));
+  size_t cap = SIZE_MAX;
+  if (head.size() >= 4) {
+    uint32_t magic = be32(head.data());
+    IdxType type;
+    int ndim = int(magic & 0xff);
+    size_t header = 4 + 4 * size_t(ndim);
+    if ((magic >> 16) == 0 && idx_type(uint8_t(magic >> 8), type) && ndim >= 1 && ndim <= kMaxDims &&
+        head.size() >= header) {
+      uint64_t need = uint64_t(type.bytes);
+      bool overflow = false;
+      for (int i = 0; i < ndim; ++i) overflow |= __builtin_mul_overflow(need, uint64_t(be32(head.data() + 4 + 4 * i)), &need);
+      if (!overflow && need <= uint64_t(SIZE_MAX) - header) cap = header + size_t(need);
+    }
+  }
+  bool more = false;
+  std::vector<uint8_t> bytes = internal::read_file("read_idx", path, cap, &more);
+  if (more)
+    throw Error(fmt::format("read_idx: {}: the file holds more than the {} bytes of data its header says", path,
+                            cap - 4 - 4 * size_t(be32(bytes.data()) & 0xff)));
+  return parse_idx(bytes, path, expected_magic);  // checks the header, and the size against it
 }
 
 Tensor read_mnist_images(const std::string& path, ImageOptions opt) {

@@ -247,6 +247,7 @@ class Sequential : public Module {
   template <typename M>
     requires(std::derived_from<std::remove_cvref_t<M>, Module> && !std::is_lvalue_reference_v<M>)
   std::remove_cvref_t<M>& add(M&& module) {
+    module.check_extent(typeid(module) == typeid(M) ? sizeof(M) : 0, "Sequential::add");
     auto owned = std::make_unique<std::remove_cvref_t<M>>(std::move(module));
     auto& ref = *owned;
     append(std::move(owned));

@@ -5,6 +5,8 @@
 #include <cxxabi.h>
 #include <fmt/format.h>
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -16,6 +18,72 @@
 namespace reel::nn {
 
 // ---- registration
+namespace {
+// The calling thread's stack, [low, high): a registered tensor or child there, and not
+// inside a module that is itself there, is a local that dies before the module.
+std::pair<const char*, const char*> thread_stack() {
+  thread_local std::pair<const char*, const char*> bounds = [] {
+    pthread_attr_t attr;
+    void* addr = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstack(&attr, &addr, &size);
+      pthread_attr_destroy(&attr);
+    }
+    return std::pair<const char*, const char*>(static_cast<const char*>(addr), static_cast<const char*>(addr) + size);
+  }();
+  return bounds;
+}
+}  // namespace
+
+Module::~Module() {
+  if (parent_) parent_->forget(this);
+  for (Child& c : children_)
+    if (c.module) c.module->parent_ = nullptr;  // owned ones too: they need not tell us as they go
+}
+
+Module::Module(Module&& other) noexcept
+    : params_(std::move(other.params_)),
+      buffers_(std::move(other.buffers_)),
+      children_(std::move(other.children_)),
+      parent_(std::exchange(other.parent_, nullptr)),
+      training_(other.training_) {
+  // Member children are moved after this constructor runs and repoint us then; children
+  // outside the object (container elements, owned ones) stay where they are.
+  for (Child& c : children_)
+    if (c.module) c.module->parent_ = this;
+  if (parent_) parent_->repoint(&other, this);
+}
+
+Module& Module::operator=(Module&& other) noexcept {
+  if (this == &other) return *this;
+  for (Child& c : children_)  // the old children leave (owned ones are destroyed below)
+    if (c.module) c.module->parent_ = nullptr;
+  std::vector<Child> old = std::exchange(children_, std::move(other.children_));
+  params_ = std::move(other.params_);
+  buffers_ = std::move(other.buffers_);
+  training_ = other.training_;
+  for (Child& c : children_)
+    if (c.module) c.module->parent_ = this;
+  // A member child of a module being assigned: its parent's entry moves from other to
+  // this. Otherwise this keeps its own place in its parent.
+  if (other.parent_ && (!parent_ || other.parent_ == parent_)) {
+    other.parent_->repoint(&other, this);
+    parent_ = std::exchange(other.parent_, nullptr);
+  }
+  return *this;
+}
+
+void Module::repoint(const Module* from, Module* to) {
+  for (Child& c : children_)
+    if (c.module == from) c.module = to;
+}
+
+void Module::forget(const Module* child) {
+  for (Child& c : children_)
+    if (c.module == child && !c.owned) c.module = nullptr;
+}
+
 std::ptrdiff_t Module::offset_of(const void* member) const {
   return static_cast<const char*>(member) - reinterpret_cast<const char*>(this);
 }
@@ -25,8 +93,36 @@ Tensor& Module::tensor_at(std::ptrdiff_t offset) const {
 }
 
 Module& Module::child_at(const Child& c) const {
-  if (c.owned) return *c.owned;
-  return *reinterpret_cast<Module*>(const_cast<char*>(reinterpret_cast<const char*>(this)) + c.offset);
+  if (!c.module)
+    throw Error(fmt::format("{}: child module \"{}\" was destroyed while registered (a local variable, or an "
+                            "element removed from a container); keep children as members or in an "
+                            "nn::ModuleList", type_name(), c.name));
+  return *c.module;
+}
+
+void Module::check_not_local(const char* fn, const std::string& name, const void* member) const {
+  auto [low, high] = thread_stack();
+  auto on_stack = [&](const void* p) { return low <= static_cast<const char*>(p) && static_cast<const char*>(p) < high; };
+  const char* self = static_cast<const char*>(dynamic_cast<const void*>(this));
+  if (on_stack(member) && !(on_stack(self) && static_cast<const char*>(member) > self))
+    throw Error(fmt::format("{}: {}: \"{}\" is a local variable, which dies before the module; register "
+                            "members of the module (or give a child by std::unique_ptr)", type_name(), fn, name));
+}
+
+void Module::check_extent(size_t size, const char* where) const {
+  if (size == 0) return;
+  const char* self = static_cast<const char*>(dynamic_cast<const void*>(this));
+  for (const auto* slots : {&params_, &buffers_}) {
+    for (const Slot& s : *slots) {
+      if (s.owned) continue;  // held by the module on the heap: moves with it
+      const char* at = reinterpret_cast<const char*>(this) + s.offset;
+      if (at < self || at + sizeof(Tensor) > self + size)
+        throw Error(fmt::format("{}: {}: the tensor registered as \"{}\" is not a member of this {} (it lies "
+                                "outside its {} bytes: an element of a container, or on the heap), so it would be "
+                                "lost when the module moves; register members only, and keep a variable number "
+                                "of layers in nn::ModuleList", type_name(), where, s.name, type_name(), size));
+    }
+  }
 }
 
 void Module::check_new_name(const char* fn, const std::string& name) const {
@@ -43,6 +139,7 @@ void Module::check_new_name(const char* fn, const std::string& name) const {
 
 Tensor& Module::register_parameter(const std::string& name, Tensor& member) {
   check_new_name("register_parameter", name);
+  check_not_local("register_parameter", name, &member);
   if (!member.defined()) return member;
   if (!member.is_floating_point())
     throw Error(fmt::format("{}: register_parameter: \"{}\" must be floating point, got {}", type_name(), name,
@@ -66,6 +163,7 @@ Tensor& Module::register_owned_parameter(const std::string& name, Tensor value) 
 
 Tensor& Module::register_buffer(const std::string& name, Tensor& member) {
   check_new_name("register_buffer", name);
+  check_not_local("register_buffer", name, &member);
   if (!member.defined()) return member;
   buffers_.push_back({name, offset_of(&member), nullptr});
   return member;
@@ -74,14 +172,38 @@ Tensor& Module::register_buffer(const std::string& name, Tensor& member) {
 void Module::add_child(const std::string& name, Module& member) {
   check_new_name("register_module", name);
   if (&member == this) throw Error(fmt::format("{}: register_module: \"{}\" is the module itself", type_name(), name));
-  children_.push_back({name, offset_of(&member), nullptr});
+  check_not_local("register_module", name, &member);
+  if (member.parent_)
+    throw Error(fmt::format("{}: register_module: \"{}\" is already registered in a {}; a module has one parent",
+                            type_name(), name, member.parent_->type_name()));
+  children_.push_back({name, &member, nullptr});
+  member.parent_ = this;
 }
 
 Module& Module::register_module(const std::string& name, std::unique_ptr<Module> owned) {
   check_new_name("register_module", name);
   if (!owned) throw Error(fmt::format("{}: register_module: \"{}\" is null", type_name(), name));
-  children_.push_back({name, 0, std::move(owned)});
-  return *children_.back().owned;
+  if (owned->parent_)
+    throw Error(fmt::format("{}: register_module: \"{}\" is already registered in a {}; a module has one parent",
+                            type_name(), name, owned->parent_->type_name()));
+  owned->parent_ = this;
+  Module* m = owned.get();
+  children_.push_back({name, m, std::move(owned)});
+  return *m;
+}
+
+Module& Module::replace_module(const std::string& name, std::unique_ptr<Module> owned) {
+  for (Child& c : children_) {
+    if (c.name != name) continue;
+    if (!c.owned) throw Error(fmt::format("{}: replace_module: \"{}\" is not owned by this module", type_name(), name));
+    if (!owned) throw Error(fmt::format("{}: replace_module: \"{}\" is null", type_name(), name));
+    owned->parent_ = this;
+    c.owned->parent_ = nullptr;
+    c.module = owned.get();
+    c.owned = std::move(owned);
+    return *c.module;
+  }
+  return register_module(name, std::move(owned));
 }
 
 // ---- calling

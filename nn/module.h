@@ -9,13 +9,20 @@
 //   };
 //   Net net;  Tensor y = net(x);  net.save("net.safetensors");
 //
-// Registration stores each member's offset inside its module, not its address,
-// so modules can be moved as whole objects (Sequential moves layers onto the
-// heap; a member of a moved object is found at the same offset in the new one).
-// Hence: register only members of `*this` (never a local or a heap tensor: give
-// heap-held children to register_module(name, std::unique_ptr<Module>)), and never
-// slice a module (move a Derived into a Base). Modules are not copyable: a copy
-// would share parameters silently.
+// The registration rule. A registered tensor is found by its offset inside the module,
+// so moving the module as a whole (into a Sequential, say) finds it in the new object,
+// and assigning another tensor to the member (tying weights) is seen. So a tensor must
+// be a direct member of *this. A local of the constructor is refused at once when it
+// lies below the module on the stack (a constructor with its own frame; one inlined into
+// the frame holding the module can escape this check), and a tensor outside the object
+// (an element of a std::vector member) is refused when the module is registered as a
+// child or put in a container, where its size is known. A registered
+// child module knows its parent, and a move of either keeps the link, so children may be
+// members, elements of containers of modules, or held by the module (unique_ptr); a
+// child destroyed while registered (a local, an element erased) makes the parent's
+// walks throw Error naming it. For a variable number of layers use nn::ModuleList or
+// nn::ModuleDict (nn/containers.h). Never slice a module (move a Derived into a Base).
+// Modules are not copyable: a copy would share parameters silently.
 #pragma once
 #include <concepts>
 #include <cstdint>
@@ -24,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -59,7 +67,7 @@ struct RemovableHandle {
 
 class Module {
  public:
-  virtual ~Module() = default;
+  virtual ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
@@ -154,8 +162,8 @@ class Module {
 
  protected:
   Module() = default;
-  Module(Module&& other) noexcept = default;
-  Module& operator=(Module&& other) noexcept = default;
+  Module(Module&& other) noexcept;
+  Module& operator=(Module&& other) noexcept;
 
   // Registers a member tensor as a parameter (made requires_grad). An undefined
   // tensor (e.g. a disabled bias) is not registered. Returns the member.
@@ -170,11 +178,20 @@ class Module {
   template <typename M>
     requires std::derived_from<M, Module>
   M& register_module(const std::string& name, M& member) {
+    member.check_extent(typeid(member) == typeid(M) ? sizeof(M) : 0, "register_module");
     add_child(name, static_cast<Module&>(member));
     return member;
   }
   // Registers a heap-held child that this module owns.
   Module& register_module(const std::string& name, std::unique_ptr<Module> owned);
+  // Replaces the owned child registered as `name` (ModuleDict's assignment).
+  Module& replace_module(const std::string& name, std::unique_ptr<Module> owned);
+
+ public:
+  // Throws Error when a tensor registered by this module lies outside its `size`
+  // bytes (0: the size is not known, nothing to check). Called where a module of a
+  // known type is registered or moved into a container.
+  void check_extent(size_t size, const char* where) const;
 
   // reel's own modules open this first in forward(): the ops they run on the user's
   // behalf then report the user's line that called the module (a forward() the user
@@ -189,10 +206,13 @@ class Module {
   };
   struct Child {
     std::string name;
-    std::ptrdiff_t offset = 0;  // of a member child
-    std::unique_ptr<Module> owned;  // or a child this module owns
+    Module* module = nullptr;  // kept current by the child's moves; null once it is destroyed
+    std::unique_ptr<Module> owned;  // set when this module owns the child
   };
   void add_child(const std::string& name, Module& member);
+  void check_not_local(const char* fn, const std::string& name, const void* member) const;
+  void repoint(const Module* from, Module* to);  // a child moved
+  void forget(const Module* child);  // a child is being destroyed
   void check_new_name(const char* fn, const std::string& name) const;
   std::ptrdiff_t offset_of(const void* member) const;
   Tensor& tensor_at(std::ptrdiff_t offset) const;
@@ -234,6 +254,7 @@ class Module {
   std::vector<Slot> params_;
   std::vector<Slot> buffers_;
   std::vector<Child> children_;
+  Module* parent_ = nullptr;  // the module this one is registered in, if any
   bool training_ = true;
   PathCache path_cache_;
   std::shared_ptr<ModuleHooks> hooks_;  // null until a hook is registered

@@ -195,14 +195,31 @@ std::string Dims::str() const { return fmt::format("[{}]", fmt::join(begin(), en
 
 int64_t numel_of(const Dims& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(n, s, &n)) [[unlikely]]
+      fail("numel", fmt::format("the element count of shape {} overflows int64", shape.str()), Site{nullptr, 0});
   return n;
 }
 
 Dims contiguous_strides(const Dims& shape) {
   Dims s = Dims::filled(shape.size(), 1);
-  for (int i = shape.size() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  for (int i = shape.size() - 2; i >= 0; --i)
+    if (__builtin_mul_overflow(s[i + 1], std::max<int64_t>(shape[i + 1], 1), &s[i])) [[unlikely]]
+      fail("contiguous_strides", fmt::format("the strides of shape {} overflow int64", shape.str()),
+           Site{nullptr, 0});
   return s;
+}
+
+int64_t check_shape(const char* op, const Dims& shape, int64_t elem_size, const Site& site) {
+  int64_t extent = std::max<int64_t>(elem_size, 1), n = 1;
+  for (int64_t s : shape) {
+    if (s < 0) fail(op, fmt::format("shape {} has a negative size", shape.str()), site);
+    if (__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent))
+      fail(op, fmt::format("shape {} is too large: its element count, strides or size in bytes ({} bytes an "
+                           "element) overflow int64", shape.str(), elem_size), site);
+    n *= s;  // bounded by extent, which did not overflow
+  }
+  return n;
 }
 
 Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b, const Site& site) {
@@ -216,6 +233,7 @@ Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b, const Site& 
            site);
     out[i] = da == 1 ? db : da;
   }
+  check_shape(op, out, 1, site);
   return out;
 }
 

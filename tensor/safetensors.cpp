@@ -5,8 +5,10 @@
 // reference implementation requires.
 #include "safetensors.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 namespace reel::safetensors {
@@ -404,17 +405,89 @@ std::vector<uint8_t> serialize(const std::vector<std::pair<std::string, Tensor>>
   return out;
 }
 
+namespace {
+std::string dir_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The file a save writes: `path`, or what it names when it is a symbolic link (a link to
+// the latest checkpoint stays a link), followed up to 40 links as the kernel does.
+// (POSIX calls: <filesystem> brings std::quoted, which unqualified quoted() would find.)
+std::string save_target(const std::string& path) {
+  std::string p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::string link(size_t(st.st_size) + 256, '\0');
+    ssize_t n = ::readlink(p.c_str(), link.data(), link.size());
+    if (n < 0) throw Error(fmt::format("safetensors::save: cannot read the link {}: {}", p, std::strerror(errno)));
+    link.resize(size_t(n));
+    p = !link.empty() && link[0] == '/' ? link : dir_of(p) + "/" + link;
+  }
+  throw Error(fmt::format("safetensors::save: {}: too many levels of symbolic links", path));
+}
+
+// A temporary file of a save is locked (flock) while it is written; one left behind by
+// a save that was killed is unlocked (the kernel drops the lock with the process), and
+// the next save of the same target removes it. A temporary of a save still running
+// elsewhere is locked, and stays.
+void remove_stale_temporaries(const std::string& target) {
+  std::string dir = dir_of(target);
+  size_t slash = target.rfind('/');
+  std::string prefix = (slash == std::string::npos ? target : target.substr(slash + 1)) + ".tmp-";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;  // mkostemp below reports what is wrong with the directory
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string stale = dir + "/" + name;
+    int fd = ::open(stale.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) ::unlink(stale.c_str());
+    ::close(fd);
+  }
+  ::closedir(d);
+}
+
+void fsync_dir(const std::string& target) {
+  int fd = ::open(dir_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(fmt::format("safetensors::save: cannot open the directory of {}: {}", target, std::strerror(errno)));
+  int r = ::fsync(fd);
+  std::string reason = std::strerror(errno);
+  ::close(fd);
+  if (r != 0) throw Error(fmt::format("safetensors::save: cannot flush the directory of {}: {}", target, reason));
+}
+}  // namespace
+
+// Writes a temporary beside the target, flushes it, renames it over the target and
+// flushes the directory: a save killed at any moment leaves the old file or the new
+// one, whole, and at most its own temporary, which the next save removes.
 void save(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
           const std::map<std::string, std::string>& metadata) {
   Prepared p = prepare("save", tensors, metadata);
-  std::string tmp = path + ".tmp-XXXXXX";
-  int fd = mkstemp(tmp.data());
-  if (fd < 0) throw Error(fmt::format("safetensors::save: cannot create a temporary file beside {}: {}", path, std::strerror(errno)));
+  std::string target = save_target(path);
+  remove_stale_temporaries(target);
+  std::string tmp;
+  int fd = -1;
+  for (;;) {
+    tmp = target + ".tmp-XXXXXX";
+    fd = mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0)
+      throw Error(fmt::format("safetensors::save: cannot create a temporary file beside {}: {}", target, std::strerror(errno)));
+    // Another save's cleanup may have locked and removed it between mkostemp and flock:
+    // then it has no name any more, and we make another.
+    struct stat st;
+    if (::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &st) == 0 && st.st_nlink > 0) break;
+    ::close(fd);
+  }
   auto fail_io = [&](const char* what) {
     std::string reason = std::strerror(errno);
-    ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error(fmt::format("safetensors::save: cannot {} {}: {}", what, path, reason));
+    ::close(fd);
+    throw Error(fmt::format("safetensors::save: cannot {} {}: {}", what, target, reason));
   };
   auto write_all = [&](const void* data, size_t n) {
     const char* b = static_cast<const char*>(data);
@@ -432,16 +505,10 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   ::umask(mask);
   if (::fchmod(fd, 0666 & ~mask) != 0) fail_io("set permissions of");
   if (::fsync(fd) != 0) fail_io("flush");
-  if (::close(fd) != 0) {
-    std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("safetensors::save: cannot write {}: {}", path, reason));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("safetensors::save: cannot rename the temporary file to {}: {}", path, reason));
-  }
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) fail_io("rename the temporary file to");
+  if (::close(fd) != 0)  // after the rename: the lock is held until the name is gone
+    throw Error(fmt::format("safetensors::save: cannot write {}: {}", target, std::strerror(errno)));
+  fsync_dir(target);
 }
 
 File parse(const uint8_t* data, size_t size, const std::string& source) {
@@ -511,15 +578,28 @@ File parse(const uint8_t* data, size_t size, const std::string& source) {
 }
 
 File load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("safetensors: cannot open {}: {}", path, std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size < 0) throw Error(fmt::format("safetensors: cannot read {}", path));
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw Error(fmt::format("safetensors: cannot read {}: {}", path, std::strerror(errno)));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("safetensors: cannot open {}: {}", path, std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw Error(fmt::format("safetensors: cannot read {}: {}", path, std::strerror(errno)));
+  // a directory opens and reports a size; a fifo or a device has none to trust
+  if (!S_ISREG(st.st_mode))
+    throw Error(fmt::format("safetensors: cannot load {}: it is {}, not a regular file", path,
+                            S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(fmt::format("safetensors: cannot read {}: {}", path, std::strerror(errno)));
+    if (n == 0) break;  // the file shrank while we read: parse() reports the truncation
+    done += size_t(n);
+  }
+  bytes.resize(done);
   return parse(bytes.data(), bytes.size(), path);
 }
 

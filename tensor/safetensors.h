@@ -31,8 +31,11 @@ struct File {
 inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 // Writes the tensors (from any device, any strides) to `path` through a temporary
-// file in the same folder renamed over `path` at the end: a failure never leaves a
-// partial file. Throws Error for duplicate or empty names or an I/O failure.
+// file in the same folder (`path.tmp-XXXXXX`), flushed and renamed over `path`, then
+// the folder flushed: a failure or a kill never leaves a partial file, and the next
+// save removes a temporary that a killed save left. A `path` that is a symbolic link
+// stays one: the file it names is replaced. Throws Error for duplicate or empty names
+// or an I/O failure.
 void save(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
           const std::map<std::string, std::string>& metadata = {});
 // The bytes save() would write.
@@ -40,6 +43,7 @@ std::vector<uint8_t> serialize(const std::vector<std::pair<std::string, Tensor>>
                                const std::map<std::string, std::string>& metadata = {});
 
 // Reads a whole file. Throws Error naming the file and what is wrong for a missing,
+// unreadable or non-regular (a directory),
 // truncated or corrupt file: bad header length, malformed JSON, unknown dtype,
 // shape/size mismatch, offsets out of range, overlapping, or leaving holes.
 File load(const std::string& path);

@@ -47,10 +47,18 @@ class Dims {
 
 using Shape = Dims;
 
+// Every tensor's shape passed check_shape when it was made (creation, views, op outputs,
+// readers), so these cannot overflow for a live tensor; given a shape that never did, they
+// still throw Error rather than wrap.
 int64_t numel_of(const Dims& shape);
 Dims contiguous_strides(const Dims& shape);
-// The NumPy broadcast of two shapes; throws Error naming `op` when they do not broadcast.
 struct Site;
+// Checks that `shape` can be a tensor of `elem_size`-byte elements: no negative size, and
+// its element count, its contiguous strides and its byte size all fit in int64 (the
+// product of max(size, 1) times elem_size, which bounds each of them). Throws Error
+// naming `op` and the shape otherwise; returns the element count.
+int64_t check_shape(const char* op, const Dims& shape, int64_t elem_size, const Site& site);
+// The NumPy broadcast of two shapes; throws Error naming `op` when they do not broadcast.
 Dims broadcast_shapes(const char* op, const Dims& a, const Dims& b, const Site& site);
 // Wraps a possibly negative dim into [0, ndim); throws Error naming `op` when out of range.
 int wrap_dim(const char* op, int64_t dim, int ndim, const Site& site);

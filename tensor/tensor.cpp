@@ -17,8 +17,7 @@ namespace reel {
 namespace {
 
 Tensor make_tensor(const Dims& shape, DType dtype, Device device, const char* op, const Site& site) {
-  for (int64_t s : shape)
-    if (s < 0) fail(op, fmt::format("shape {} has a negative size", shape.str()), site);
+  check_shape(op, shape, dtype_size(dtype), site);
   auto impl = make_ref<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
@@ -65,12 +64,22 @@ std::vector<double> values_as_double(const Tensor& t) {
 }  // namespace
 
 // ---- metadata
-int64_t Tensor::size(int64_t dim) const { return impl_->shape[wrap_dim("size", dim, this->dim(), Site{nullptr, 0})]; }
+void Tensor::undefined(const char* method) {
+  fail(method, "called on an undefined Tensor (default-constructed, or a gradient never computed)",
+       Site{nullptr, 0});
+}
+
+int64_t Tensor::size(int64_t dim) const {
+  const TensorImpl& t = live("size");
+  return t.shape[wrap_dim("size", dim, t.shape.size(), Site{nullptr, 0})];
+}
 int64_t Tensor::stride(int64_t dim) const {
-  return impl_->strides[wrap_dim("stride", dim, this->dim(), Site{nullptr, 0})];
+  const TensorImpl& t = live("stride");
+  return t.strides[wrap_dim("stride", dim, t.shape.size(), Site{nullptr, 0})];
 }
 
 bool Tensor::is_contiguous() const {
+  live("is_contiguous");
   int64_t expected = 1;
   for (int i = dim() - 1; i >= 0; --i) {
     if (impl_->shape[i] == 1) continue;
@@ -81,6 +90,7 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::data_ptr() const {
+  live("data_ptr");
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * int64_t(element_size());
 }
 
@@ -133,19 +143,40 @@ Tensor empty(const Dims& shape, Options opt, Site site) {
   return t;
 }
 
-Tensor full(const Dims& shape, double value, Options opt, Site site) {
-  Tensor t = make_tensor(shape, opt.dtype, opt.device, "full", site);
+namespace {
+Tensor filled(const char* op, const Dims& shape, double value, Options opt, Site site) {
+  Tensor t = make_tensor(shape, opt.dtype, opt.device, op, site);
   if (t.numel() > 0) backend_for(opt.device).fill(t, value);
   if (opt.requires_grad) t.requires_grad_(true, site);
   return t;
 }
-Tensor zeros(const Dims& shape, Options opt, Site site) { return full(shape, 0.0, opt, site); }
-Tensor ones(const Dims& shape, Options opt, Site site) { return full(shape, 1.0, opt, site); }
-Tensor scalar_tensor(double value, Options opt, Site site) { return full(Dims{}, value, opt, site); }
-Tensor zeros_like(const Tensor& t, Site site) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}, site); }
-Tensor ones_like(const Tensor& t, Site site) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}, site); }
-Tensor empty_like(const Tensor& t, Site site) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}, site); }
+}  // namespace
+Tensor full(const Dims& shape, double value, Options opt, Site site) { return filled("full", shape, value, opt, site); }
+Tensor zeros(const Dims& shape, Options opt, Site site) { return filled("zeros", shape, 0.0, opt, site); }
+Tensor ones(const Dims& shape, Options opt, Site site) { return filled("ones", shape, 1.0, opt, site); }
+Tensor scalar_tensor(double value, Options opt, Site site) {
+  return filled("scalar_tensor", Dims{}, value, opt, site);
+}
+namespace {
+const Tensor& given(const char* op, const Tensor& t, const Site& site) {
+  if (!t.defined()) fail(op, "the input is an undefined tensor", site);
+  return t;
+}
+}  // namespace
+Tensor zeros_like(const Tensor& t, Site site) {
+  given("zeros_like", t, site);
+  return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}, site);
+}
+Tensor ones_like(const Tensor& t, Site site) {
+  given("ones_like", t, site);
+  return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}, site);
+}
+Tensor empty_like(const Tensor& t, Site site) {
+  given("empty_like", t, site);
+  return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}, site);
+}
 Tensor full_like(const Tensor& t, double value, Site site) {
+  given("full_like", t, site);
   return full(t.shape(), value, {.dtype = t.dtype(), .device = t.device()}, site);
 }
 
@@ -169,7 +200,7 @@ void store(void* dst, DType dt, const std::vector<T>& v) {
 
 Tensor host_tensor(const char* op, const Dims& shape, size_t n, Options opt, const Site& site) {
   Dims s = shape.empty() ? Dims{int64_t(n)} : shape;
-  if (numel_of(s) != int64_t(n))
+  if (check_shape(op, s, dtype_size(opt.dtype), site) != int64_t(n))
     fail(op, fmt::format("{} values do not fill shape {} ({} elements)", n, s.str(), numel_of(s)), site);
   return make_tensor(s, opt.dtype, kCPU, op, site);
 }
@@ -218,8 +249,7 @@ Tensor tensor(std::initializer_list<std::vector<double>> rows, Options opt, Site
 }
 
 Tensor from_blob(void* data, const Dims& shape, DType dtype, Site site) {
-  for (int64_t s : shape)
-    if (s < 0) fail("from_blob", fmt::format("shape {} has a negative size", shape.str()), site);
+  check_shape("from_blob", shape, dtype_size(dtype), site);
   auto impl = make_ref<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
@@ -231,6 +261,9 @@ Tensor from_blob(void* data, const Dims& shape, DType dtype, Site site) {
 Tensor arange(double start, double end, double step, Options opt, Site site) {
   if (step == 0) fail("arange", "step must not be 0", site);
   double span = (end - start) / step;
+  if (!std::isfinite(span) || span > 0x1p62)
+    fail("arange", fmt::format("[{}, {}) in steps of {} is {} elements, too many for a tensor", start, end, step, span),
+         site);
   int64_t n = span > 0 ? int64_t(std::ceil(span)) : 0;
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + double(i) * step;
@@ -288,7 +321,7 @@ Tensor randn(const Dims& shape, Options opt, Site site) {
 
 Tensor randint(int64_t low, int64_t high, const Dims& shape, Options opt, Site site) {
   if (high <= low) fail("randint", fmt::format("expected low < high, got [{}, {})", low, high), site);
-  int64_t n = numel_of(shape);
+  int64_t n = check_shape("randint", shape, dtype_size(opt.dtype), site);
   uint64_t off = reserve(kCPU, philox::uniform_blocks(uint64_t(n)));
   std::vector<int64_t> v(static_cast<size_t>(n));
   uint64_t range = uint64_t(high - low);

@@ -66,20 +66,22 @@ class Tensor {
   TensorImpl* impl() const { return impl_.get(); }
 
   // ---- metadata
-  const Dims& shape() const { return impl_->shape; }
-  const Dims& sizes() const { return impl_->shape; }
+  // Every method on an undefined Tensor (default-constructed, or a grad never made)
+  // throws Error naming the method, as do the ops given one.
+  const Dims& shape() const { return live("shape").shape; }
+  const Dims& sizes() const { return live("sizes").shape; }
   int64_t size(int64_t dim) const;  // negative dims count from the end
-  int dim() const { return impl_->shape.size(); }
-  int64_t numel() const { return numel_of(impl_->shape); }
-  const Dims& strides() const { return impl_->strides; }
+  int dim() const { return live("dim").shape.size(); }
+  int64_t numel() const { return numel_of(live("numel").shape); }
+  const Dims& strides() const { return live("strides").strides; }
   int64_t stride(int64_t dim) const;
-  int64_t offset() const { return impl_->offset; }
-  DType dtype() const { return impl_->dtype; }
-  Device device() const { return impl_->storage->device(); }
-  size_t element_size() const { return size_t(dtype_size(impl_->dtype)); }
+  int64_t offset() const { return live("offset").offset; }
+  DType dtype() const { return live("dtype").dtype; }
+  Device device() const { return live("device").storage->device(); }
+  size_t element_size() const { return size_t(dtype_size(live("element_size").dtype)); }
   bool is_contiguous() const;
   bool is_floating_point() const { return is_floating(dtype()); }
-  const Ref<Storage>& storage() const { return impl_->storage; }
+  const Ref<Storage>& storage() const { return live("storage").storage; }
 
   // ---- data (CPU tensors only for typed access)
   void* data_ptr() const;  // address of element 0 (storage + offset)
@@ -115,8 +117,8 @@ class Tensor {
   // ---- autograd
   bool requires_grad() const { return impl_ && impl_->requires_grad; }
   Tensor& requires_grad_(bool on = true, Site site = {});
-  bool is_leaf() const { return !impl_->grad_fn; }
-  Node* grad_fn() const { return impl_->grad_fn.get(); }
+  bool is_leaf() const { return !live("is_leaf").grad_fn; }
+  Node* grad_fn() const { return live("grad_fn").grad_fn.get(); }
   Tensor grad() const;  // undefined until a backward reaches this leaf
   void set_grad(const Tensor& g);
   Tensor detach() const;  // same storage, off the tape
@@ -176,6 +178,12 @@ class Tensor {
   std::string str() const;  // as PyTorch prints: values, shape, dtype, device
 
  private:
+  const TensorImpl& live(const char* method) const {
+    if (!impl_) [[unlikely]] undefined(method);
+    return *impl_;
+  }
+  [[noreturn]] static void undefined(const char* method);
+
   Ref<TensorImpl> impl_;
 };
 

@@ -9,8 +9,11 @@ namespace reel::data::internal {
 
 // The whole file, gunzipped when it is gzip (zlib reads plain files through the
 // same API). Throws Error naming `op` and the path when it cannot be read or the
-// gzip stream is corrupt or cut short.
-std::vector<uint8_t> read_file(const char* op, const std::string& path);
+// gzip stream is corrupt or cut short. At most `max_bytes` are read (a reader that knows
+// from a header how much it wants caps it, so a small gzip file cannot inflate to
+// gigabytes); `more`, when given, tells whether the file holds more than that.
+std::vector<uint8_t> read_file(const char* op, const std::string& path, size_t max_bytes = SIZE_MAX,
+                               bool* more = nullptr);
 
 // SplitMix64: a small, portable generator, so the same seed gives the same
 // shuffle and the same augmentations on every platform and standard library
