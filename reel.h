@@ -9,6 +9,7 @@
 #include "tensor/safetensors.h" // safetensors files: save, load, parse
 #include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
+#include "nn/activations.h"     // nn::SiLU, ELU, LeakyReLU, Softplus, Mish, Hardswish, Softmax
 #include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss
 #include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers
 #include "nn/functional.h"      // nn::functional: conv2d_bias_relu, linear_bias_relu (fused)

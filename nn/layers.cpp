@@ -270,7 +270,11 @@ Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); 
 std::string Dropout::extra_repr() const { return fmt::format("p={}", p); }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+GELU::GELU(std::string approximate) : approximate(std::move(approximate)) {
+  if (this->approximate != "none" && this->approximate != "tanh")
+    throw Error(fmt::format("GELU: approximate must be \"none\" or \"tanh\", got \"{}\"", this->approximate));
+}
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 
