@@ -246,11 +246,11 @@ inline float gelu_grad_f32(float x) {
 // absolute error into e^-|2u| (30 ulp at x = -5); the lo part enters to first order,
 // sigmoid(hi + lo) = s + s (1 - s) lo.
 inline float gelu_tanh_u2_f32(float x, float* lo) {
-  double xd = double(x);
+  uint32_t b = f32_bits(x) & 0x7fffffffu;  // |x| capped at 100 (sigmoid is saturated), NaN kept: 2u fits f32
+  double xd = double(f32_with_sign(f32_select(f32_mask((b > 0x42c80000u) & (b <= 0x7f800000u)), 100.0f, f32_from(b)), x));
   double u = 1.5957691216057308 * xd * (1.0 + 0.044715 * xd * xd);
   float hi = float(u);
-  uint32_t finite = f32_mask((f32_bits(hi) & 0x7fffffffu) < 0x7f800000u);  // inf - inf would be NaN
-  *lo = f32_select(finite, float(u - double(hi)), 0.0f);
+  *lo = float(u - double(hi));
   return hi;
 }
 inline float gelu_tanh_f32(float x) {
