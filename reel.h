@@ -12,6 +12,7 @@
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
 #include "nn/rnn.h"             // nn::RNN, GRU, LSTM, RNNCell, GRUCell, LSTMCell
 #include "nn/containers.h"      // nn::ModuleList, nn::ModuleDict: layers chosen at run time
+#include "nn/activations.h"     // nn::SiLU, ELU, LeakyReLU, Softplus, Mish, Hardswish, Softmax
 #include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss
 #include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers
 #include "nn/functional.h"      // nn::functional: conv2d_bias_relu, linear_bias_relu (fused)

@@ -3,6 +3,7 @@
 // takes the caller's Site last, filled in by the compiler.
 #pragma once
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "../tensor/tensor.h"
@@ -22,7 +23,16 @@ Tensor sin(const Tensor& x, Site site = {});
 Tensor cos(const Tensor& x, Site site = {});
 Tensor relu(const Tensor& x, Site site = {});
 Tensor leaky_relu(const Tensor& x, double slope = 0.01, Site site = {});
-Tensor gelu(const Tensor& x, Site site = {});  // tanh approximation
+// x Phi(x), Phi the standard normal CDF (PyTorch's default); approximate = "tanh" gives
+// x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2, as PyTorch's GELU(approximate='tanh')
+Tensor gelu(const Tensor& x, std::string_view approximate = "none", Site site = {});
+Tensor erf(const Tensor& x, Site site = {});
+Tensor silu(const Tensor& x, Site site = {});  // x sigmoid(x)
+Tensor mish(const Tensor& x, Site site = {});  // x tanh(softplus(x))
+Tensor hardswish(const Tensor& x, Site site = {});  // x relu6(x + 3) / 6
+// ln(1 + e^(beta x)) / beta; x itself where beta x > threshold (PyTorch's rule)
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20, Site site = {});
+Tensor elu(const Tensor& x, double alpha = 1, Site site = {});  // x > 0 ? x : alpha (e^x - 1)
 Tensor sigmoid(const Tensor& x, Site site = {});
 Tensor tanh(const Tensor& x, Site site = {});
 Tensor pow(const Tensor& x, double exponent, Site site = {});

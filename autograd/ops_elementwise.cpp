@@ -198,27 +198,6 @@ Tensor leaky_relu(const Tensor& x, double slope, Site site) {
   return y;
 }
 
-// y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); dx = g gelu'(x)
-Tensor gelu(const Tensor& x, Site site) {
-  OpScope op("gelu", site);
-  Tensor y = unary_forward(op, UnaryOp::gelu, x);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor x = n.saved_tensor(0);
-        if (grad_enabled()) {  // create_graph: gelu' = (1 + t) / 2 + x (1 - t^2) u' / 2, t = tanh u
-          const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
-          Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), k)), c));
-          Tensor du = mul(add(mul(square(x), 3 * k), 1.0), c);
-          gi[0] = mul(g[0], add(mul(add(t, 1.0), 0.5), mul(mul(x, 1.0 - square(t)), mul(du, 0.5))));
-          return;
-        }
-        Tensor gx = new_like(x);
-        backend_of(gx).binary(BinaryOp::gelu_backward, gx, g[0], x);
-        gi[0] = gx;
-      }, {&x}, {&y}))
-    n->save(x);
-  return y;
-}
-
 // y = 1 / (1 + e^-x); dx = g y (1 - y)
 Tensor sigmoid(const Tensor& x, Site site) {
   OpScope op("sigmoid", site);

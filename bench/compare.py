@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs W1-W9 in reel, PyTorch and libtorch side by side and prints medians and ratios.
+"""Runs W1-W9 and W14 in reel, PyTorch and libtorch side by side and prints medians and ratios.
 
     /usr/bin/python3 bench/compare.py                  # everything, all cores
     /usr/bin/python3 bench/compare.py --only W1,W6 --rounds 5 --reps 1
@@ -44,7 +44,9 @@ WORKLOADS = {
     "W7": ("bench_w7_bias_grad", "ref_w7_libtorch", "w7", ["--reps", "{reps}"]),
     "W8": ("bench_w8_wide_fc", "ref_w8_libtorch", "w8", ["--steps", "2", "--reps", "{reps}"]),
     "W9": ("bench_w9_gru_imdb", "ref_w9_libtorch", "w9", ["--steps", "6", "--reps", "{reps}"]),
+    "W14": ("bench_w14_transcendental", "ref_w14_libtorch", "w14", ["--reps", "{reps}"]),
 }
+W14_OPS = ("exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "erf", "softplus", "silu")
 
 # Floating-point work of one training step (forward, weight gradients, input
 # gradients except the first layer's), for the compute floors.
@@ -174,6 +176,13 @@ def table(recs):
     if gflops:
         floor_row("W9 step_ms vs GRU GEMM floor (floor/time)", pooled(recs, "W9", "reel", "step_ms"),
                   1e3 * W9_GRU_FLOP_PER_STEP / (gflops * 1e9), 0.0, lower_is_better=False)
+    # W14: each op's forward and backward against the peers and against the bandwidth floor
+    # of its traffic (8 B/element forward, 12 backward), measured in reel's run
+    for op in W14_OPS:
+        for way in ("fwd", "bwd"):
+            vs_peer("W14", f"{op}_{way}_ms", 0.8)
+            floor_row(f"W14 {op}_{way}_ms vs floor", pooled(recs, "W14", "reel", f"{op}_{way}_ms", "default"),
+                      pooled(recs, "W14", "reel", f"floor_{way}_ms", "default"), 1.5)
     c_reel = pooled(recs, "compile", "reel", "compile_s")
     c_torch = pooled(recs, "compile", "libtorch", "compile_s")
     if c_reel and c_torch:

@@ -6,6 +6,10 @@
 
 namespace reel::cpu {
 
+// The activations and the f32 transcendentals with vector kernels (cpu/activation.cpp):
+// true when it computed out = f(x), false for an op it does not own.
+bool activation_unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b);
+
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return kCPU; }
@@ -16,6 +20,7 @@ class CpuBackend final : public Backend {
   void fill(const Tensor& out, double value) override;
 
   void unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b) override;
+  void unary_backward(UnaryOp op, const Tensor& out, const Tensor& g, const Tensor& x, double a, double b) override;
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
   void axpy(const Tensor& out, const Tensor& x, double alpha) override;

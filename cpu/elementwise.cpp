@@ -12,19 +12,6 @@ namespace reel::cpu {
 namespace {
 
 template <typename T>
-T gelu_fwd(T x) {
-  const T k = T(0.7978845608028654), c = T(0.044715);
-  return T(0.5) * x * (T(1) + std::tanh(k * (x + c * x * x * x)));
-}
-template <typename T>
-T gelu_grad(T x) {
-  const T k = T(0.7978845608028654), c = T(0.044715);
-  T inner = k * (x + c * x * x * x);
-  T t = std::tanh(inner);
-  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x);
-}
-
-template <typename T>
 void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x, double da, double db) {
   const T a = T(da), b = T(db);
   constexpr bool fp = std::is_floating_point_v<T>;
@@ -58,7 +45,6 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x, double da, doub
       case UnaryOp::sin: return map1<T, T>(out, x, [](T v) { return std::sin(v); });
       case UnaryOp::cos: return map1<T, T>(out, x, [](T v) { return std::cos(v); });
       case UnaryOp::log1p: return map1<T, T>(out, x, [](T v) { return std::log1p(v); });
-      case UnaryOp::gelu: return map1<T, T>(out, x, [](T v) { return gelu_fwd(v); });
       case UnaryOp::sigmoid: return map1<T, T>(out, x, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
       case UnaryOp::tanh: return map1<T, T>(out, x, [](T v) { return std::tanh(v); });
       case UnaryOp::rdiv_scalar: return map1<T, T>(out, x, [a](T v) { return a / v; });
@@ -100,7 +86,6 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
       case BinaryOp::div: return map2<T, T>(out, a, b, [](T x, T y) { return x / y; });
       case BinaryOp::pow: return map2<T, T>(out, a, b, [](T x, T y) { return std::pow(x, y); });
       case BinaryOp::relu_backward: return map2<T, T>(out, a, b, [](T g, T x) { return x <= T(0) ? T(0) : g; });  // NaN passes g
-      case BinaryOp::gelu_backward: return map2<T, T>(out, a, b, [](T g, T x) { return g * gelu_grad(x); });
       case BinaryOp::sigmoid_backward: return map2<T, T>(out, a, b, [](T g, T y) { return g * y * (T(1) - y); });
       case BinaryOp::tanh_backward: return map2<T, T>(out, a, b, [](T g, T y) { return g * (T(1) - y * y); });
       default: break;
@@ -112,6 +97,7 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b) {
+  if (activation_unary(op, out, x, a, b)) return;  // cpu/activation.cpp
   dispatch(x.dtype(), "unary", [&]<typename T>() { unary_typed<T>(op, out, x, a, b); });
 }
 

@@ -10,14 +10,6 @@
 namespace reel::cuda {
 namespace {
 
-template <typename T>
-__device__ __forceinline__ T gelu_grad(T x) {
-  const T k = T(0.7978845608028654), c = T(0.044715);
-  T inner = k * (x + c * x * x * x);
-  T t = tanh(inner);
-  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x);
-}
-
 template <BinaryOp OP, typename T>
 struct BinaryFn {
   __device__ __forceinline__ auto operator()(T x, T y) const {
@@ -37,7 +29,6 @@ struct BinaryFn {
     else if constexpr (OP == BinaryOp::div) return T(x / y);
     else if constexpr (OP == BinaryOp::pow) return T(pow(x, y));
     else if constexpr (OP == BinaryOp::relu_backward) return y <= T(0) ? T(0) : x;  // NaN passes g
-    else if constexpr (OP == BinaryOp::gelu_backward) return T(x * gelu_grad(y));
     else if constexpr (OP == BinaryOp::sigmoid_backward) return T(x * y * (T(1) - y));
     else return T(x * (T(1) - y * y));  // tanh_backward
   }
@@ -71,7 +62,7 @@ void binary_typed(Context& ctx, BinaryOp op, const Tensor& out, const Tensor& a,
     REEL_BINARY(add) REEL_BINARY(sub) REEL_BINARY(mul) REEL_BINARY(maximum) REEL_BINARY(minimum)
     REEL_BINARY(eq) REEL_BINARY(ne) REEL_BINARY(lt) REEL_BINARY(le) REEL_BINARY(gt) REEL_BINARY(ge)
     REEL_BINARY(logical_and) REEL_BINARY(logical_or)
-    REEL_BINARY(div) REEL_BINARY(pow) REEL_BINARY(relu_backward) REEL_BINARY(gelu_backward)
+    REEL_BINARY(div) REEL_BINARY(pow) REEL_BINARY(relu_backward)
     REEL_BINARY(sigmoid_backward) REEL_BINARY(tanh_backward)
   }
 #undef REEL_BINARY

@@ -3,15 +3,21 @@
 //
 // Layout: any strides (elementwise.cuh). Launch shape: 256 threads, grid-stride,
 // 16-byte vector loads when dense. Floor: memory bandwidth (read x, write out once);
-// the transcendental ones (gelu, tanh) still sit under it on an H100 in f32.
+// the transcendental ones (gelu, erf, tanh) still sit under it on an H100 in f32.
 // Comparisons write bool; every other op writes x's dtype.
 #include "elementwise.cuh"
 
 namespace reel::cuda {
 namespace {
 
+// The activations (cuda/activation.cu has their gradients): PyTorch 1.13's formulas,
+// as cpu/activation.cpp computes them in f64.
 template <typename T>
-__device__ __forceinline__ T gelu_fwd(T x) {
+__device__ __forceinline__ T gelu_fwd(T x) {  // x Phi(x)
+  return T(0.5) * x * erfc(-x * T(0.70710678118654752440));
+}
+template <typename T>
+__device__ __forceinline__ T gelu_tanh_fwd(T x) {
   const T k = T(0.7978845608028654), c = T(0.044715);
   return T(0.5) * x * (T(1) + tanh(k * (x + c * x * x * x)));
 }
@@ -52,6 +58,13 @@ struct UnaryFn {
     else if constexpr (OP == UnaryOp::pow_scalar) return T(pow(v, a));
     else if constexpr (OP == UnaryOp::rpow_scalar) return T(pow(a, v));
     else if constexpr (OP == UnaryOp::leaky_relu) return v > T(0) ? v : T(a * v);
+    else if constexpr (OP == UnaryOp::erf) return T(erf(v));
+    else if constexpr (OP == UnaryOp::gelu_tanh) return gelu_tanh_fwd(v);
+    else if constexpr (OP == UnaryOp::silu) return T(v / (T(1) + exp(-v)));
+    else if constexpr (OP == UnaryOp::mish) return T(v * tanh(log1p(exp(v))));
+    else if constexpr (OP == UnaryOp::hardswish) return T(v * min(max(v + T(3), T(0)), T(6)) / T(6));
+    else if constexpr (OP == UnaryOp::softplus) return v * a > b ? v : T(log1p(exp(v * a)) / a);
+    else if constexpr (OP == UnaryOp::elu) return v > T(0) ? v : T(a * expm1(v));
     else return v;
   }
 };
@@ -98,6 +111,8 @@ void unary_typed(Context& ctx, UnaryOp op, const Tensor& out, const Tensor& x, d
     REEL_UNARY(exp) REEL_UNARY(log) REEL_UNARY(sqrt) REEL_UNARY(rsqrt) REEL_UNARY(reciprocal)
     REEL_UNARY(sin) REEL_UNARY(cos) REEL_UNARY(log1p) REEL_UNARY(gelu) REEL_UNARY(sigmoid)
     REEL_UNARY(tanh) REEL_UNARY(rdiv_scalar) REEL_UNARY(rpow_scalar) REEL_UNARY(leaky_relu)
+    REEL_UNARY(erf) REEL_UNARY(gelu_tanh) REEL_UNARY(silu) REEL_UNARY(mish) REEL_UNARY(hardswish)
+    REEL_UNARY(softplus) REEL_UNARY(elu)
     case UnaryOp::pow_scalar:
       if constexpr (fp) {
         if (a == 2.0) return launch_elementwise<T, T>(ctx, "unary", SquareFn<T>{}, out, {&x});

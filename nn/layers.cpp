@@ -290,9 +290,13 @@ Tensor ReLU::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
   return relu(x);
 }
+GELU::GELU(std::string approximate) : approximate(std::move(approximate)) {
+  if (this->approximate != "none" && this->approximate != "tanh")
+    throw Error(fmt::format("GELU: approximate must be \"none\" or \"tanh\", got \"{}\"", this->approximate));
+}
 Tensor GELU::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  return gelu(x);
+  return gelu(x, approximate);
 }
 Tensor Tanh::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();

@@ -172,8 +172,8 @@ class Dropout : public Module {
   double p;
 };
 
-// Activations: elementwise, y has x's shape. GELU is the tanh approximation
-// (PyTorch's GELU(approximate='tanh')).
+// Activations: elementwise, y has x's shape (more in nn/activations.h). GELU is
+// x Phi(x) as PyTorch's default; GELU("tanh") its tanh approximation.
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override;
@@ -181,9 +181,11 @@ class ReLU : public Module {
 };
 class GELU : public Module {
  public:
+  explicit GELU(std::string approximate = "none");  // "none" or "tanh"
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "GELU"; }
-  std::string extra_repr() const override { return "approximate='tanh'"; }
+  std::string extra_repr() const override { return "approximate='" + approximate + "'"; }
+  std::string approximate;
 };
 class Tanh : public Module {
  public:

@@ -30,6 +30,15 @@ enum class UnaryOp : uint8_t {
   clamp,        // min(max(x, a), b)
   leaky_relu,   // x > 0 ? x : a x
   eq_scalar, ne_scalar, lt_scalar, le_scalar, gt_scalar, ge_scalar,  // bool outputs
+  // activations (autograd/ops_activation.cpp); gelu above is the exact x Phi(x); their
+  // gradients go through Backend::unary_backward
+  erf,
+  gelu_tanh,  // x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2
+  silu,       // x sigmoid(x)
+  mish,       // x tanh(softplus(x))
+  hardswish,  // x relu6(x + 3) / 6
+  softplus,   // ln(1 + e^(a x)) / a, x where a x > b (a = beta, b = threshold)
+  elu,        // x > 0 ? x : a (e^x - 1)
 };
 
 enum class BinaryOp : uint8_t {
@@ -38,7 +47,6 @@ enum class BinaryOp : uint8_t {
   logical_and, logical_or,
   // gradients of unary ops, fused: out = f(grad, saved)
   relu_backward,     // g * (x > 0)
-  gelu_backward,     // g * gelu'(x)
   sigmoid_backward,  // g * y (1 - y), y = sigmoid(x)
   tanh_backward,     // g * (1 - y^2), y = tanh(x)
 };
@@ -107,6 +115,10 @@ class Backend {
 
   // ---- elementwise
   virtual void unary(UnaryOp op, const Tensor& out, const Tensor& x, double a = 0, double b = 0) = 0;
+  // An activation's gradient, fused: out = g * f'(x; a, b), x the op's input, for gelu,
+  // gelu_tanh, erf, silu, mish, hardswish, softplus and elu (a, b as in unary)
+  virtual void unary_backward(UnaryOp op, const Tensor& out, const Tensor& g, const Tensor& x, double a = 0,
+                              double b = 0) = 0;
   virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // out = cond ? a : b; cond is bool
   virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;

@@ -32,6 +32,14 @@ enum class ConvAlgorithm { fastest, direct };
 void set_conv_algorithm(ConvAlgorithm algorithm);
 ConvAlgorithm conv_algorithm();
 
+// The widest vectors of reel's own CPU math kernels (exp, log, tanh, sigmoid, gelu, erf,
+// softplus, silu): `avx512` (the default where the CPU has AVX-512) or `baseline`, the
+// ISA the library was built for (AVX2 with the default x86-64-v3). Results agree to the
+// last few ulp either way; for testing both paths and for comparing them. Process-wide.
+enum class VectorIsa { baseline, avx512 };
+void set_vector_isa(VectorIsa isa);  // avx512 on a CPU without it gives baseline
+VectorIsa vector_isa();
+
 // Flushes subnormals on this thread and the pool's threads until destroyed, when
 // flush_subnormals() is on (x86 MXCSR FTZ and DAZ); a no-op elsewhere or when nested.
 class FlushSubnormalsGuard {

@@ -264,7 +264,9 @@ TEST_CASE("ops in a user's forward report their own lines; in reel's layers, the
   struct All : nn::Module {
     nn::Sequential seq{nn::Conv2d(2, 3, 3, {.padding = 1}), nn::BatchNorm2d(3), nn::ReLU(), nn::MaxPool2d(2),
                        nn::AvgPool2d(1), nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(3, 4), nn::LayerNorm({4}),
-                       nn::GELU(), nn::Tanh(), nn::Sigmoid(), nn::Dropout(0.1), nn::Linear(4, 4), nn::ReLU()};
+                       nn::GELU(), nn::Tanh(), nn::Sigmoid(), nn::Dropout(0.1), nn::Linear(4, 4), nn::ReLU(),
+                       nn::SiLU(), nn::ELU(), nn::LeakyReLU(), nn::Softplus(), nn::Mish(), nn::Hardswish(),
+                       nn::Softmax(1)};
     nn::Embedding emb{10, 4};
     All() {
       register_module("seq", seq);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""W1-W8 in PyTorch (Python), the same work and output as reel's bench/w*.cpp.
+"""W1-W8 and W14 in PyTorch (Python), the same work and output as reel's bench/w*.cpp.
 
     /usr/bin/python3 bench/reference/workloads_pytorch.py w1 --threads 2 --json out.jsonl
 
@@ -388,11 +388,60 @@ def w9(c):
         ms.append(1e3 * s / count)
     c.report("W9", "epoch_s", epoch)
     c.report("W9", "step_ms", ms)
+W14_OPS = {
+    "exp": torch.exp, "log": torch.log, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "gelu": F.gelu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "erf": torch.erf,
+    "softplus": F.softplus, "silu": F.silu,
+}
+
+
+def w14(c):
+    """As bench/w14_transcendental.cpp: ms per forward (no grad) and per backward
+    (torch.autograd.grad of a recorded forward) on 4M floats."""
+    dev, calls, n = c.device, c.a.steps or 10, 4 << 20
+    torch.manual_seed(1)
+    x = torch.rand(n, device=dev) * 12 - 6
+    xpos = torch.rand(n, device=dev) * 10 + 1e-3
+    g = torch.randn(n, device=dev)
+    fwd = {k: [] for k in W14_OPS}
+    bwd = {k: [] for k in W14_OPS}
+
+    def forward_ms(f, v):
+        with torch.no_grad():
+            c.sync()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f(v)
+            c.sync()
+            return 1e3 * (time.perf_counter() - t0) / calls
+
+    def backward_ms(f, v):
+        leaf = v.detach().requires_grad_()
+        total = 0.0
+        for _ in range(calls):
+            y = f(leaf)
+            c.sync()
+            t0 = time.perf_counter()
+            torch.autograd.grad(y, leaf, g)
+            c.sync()
+            total += time.perf_counter() - t0
+        return 1e3 * total / calls
+
+    for k, f in W14_OPS.items():
+        forward_ms(f, xpos if k == "log" else x)
+        backward_ms(f, xpos if k == "log" else x)
+    for _ in range(c.a.reps):
+        for k, f in W14_OPS.items():
+            fwd[k].append(forward_ms(f, xpos if k == "log" else x))
+            bwd[k].append(backward_ms(f, xpos if k == "log" else x))
+    for k in W14_OPS:
+        c.report("W14", f"{k}_fwd_ms", fwd[k])
+        c.report("W14", f"{k}_bwd_ms", bwd[k])
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 10)])
+    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 10)] + ["w14"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--reps", type=int, default=7)
@@ -402,7 +451,7 @@ def main():
     p.add_argument("--buffers", type=int, default=24)
     p.add_argument("--compile", action="store_true", help="torch.compile the model (W1-W4, W8)")
     a = p.parse_args()
-    if a.compile and a.workload in ("w5", "w6", "w7"):
+    if a.compile and a.workload in ("w5", "w6", "w7", "w14"):
         sys.exit(f"--compile: {a.workload} has no model to compile")
     globals()[a.workload](Ctx(a))
 

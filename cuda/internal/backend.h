@@ -5,6 +5,7 @@
 //   backend.cpp      memory, copies between devices and the host, synchronize, registration
 //   copy.cu          same-device copy with dtype conversion, fill, where, axpy
 //   unary.cu         unary ops;  binary.cu: binary ops (elementwise.cuh: the loops)
+//   activation.cu    the activations' gradients (unary_backward)
 //   reduce.cu        reductions (CUB for whole-tensor ones, split segmented kernels otherwise)
 //   random.cu        Philox uniform/normal fills, the same numbers as the CPU
 //   matmul.cpp       cuBLASLt with bias/ReLU epilogues
@@ -34,6 +35,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
 
   void unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b) override;
+  void unary_backward(UnaryOp op, const Tensor& out, const Tensor& g, const Tensor& x, double a, double b) override;
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
   void axpy(const Tensor& out, const Tensor& x, double alpha) override;

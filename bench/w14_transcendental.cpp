@@ -1,0 +1,129 @@
+// W14: transcendental elementwise ops on 4M f32 (4 * 2^20) elements: exp, log, tanh,
+// sigmoid, gelu (exact and tanh), erf, softplus, silu. For each, ms per forward call
+// (under no-grad: read x, write y) and ms per backward call (autograd::grad of a recorded
+// forward with an incoming gradient g: read g and x or y, write the input's gradient).
+// Inputs: x uniform in [-6, 6] (log: [1e-3, 10]), g standard normal, as the peers.
+//
+// Floors, measured in the same run (the working set, 32-48 MiB, is larger than the L3 a
+// core of this 2-core VM can use, so the data streams from memory): a plain OpenMP
+// loop that reads one 4M-float buffer and writes another (y = 2x: 8 B/element, the
+// forward's traffic), and one that reads two and writes one (12 B/element, the
+// backward's). Reports each op's time over the floor of its traffic (target <= 1.5).
+#include "reel_bench.h"
+
+namespace {
+
+// The bandwidth probes: as plain as a memory-bound loop gets; AVX2 like reel's own
+// loops (reel builds for x86-64-v3), on the same OpenMP pool.
+__attribute__((target("avx2"))) void probe_fwd(float* y, const float* x, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];
+}
+__attribute__((target("avx2"))) void probe_bwd(float* y, const float* g, const float* x, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = g[i] * x[i];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace reel;
+  bench::Args args = bench::parse_args(argc, argv);
+  bench::Target t = bench::setup(args);
+  const int64_t n = args.get("--numel", int64_t(4) << 20), calls = args.get("--steps", 10);
+  manual_seed(1);
+  Tensor x = (rand({n}, {.device = t.device}) * 12.0 - 6.0).detach();
+  Tensor xpos = (rand({n}, {.device = t.device}) * 10.0 + 1e-3).detach();
+  Tensor g = randn({n}, {.device = t.device});
+  struct Op {
+    const char* name;
+    Tensor (*f)(const Tensor&);
+  };
+  const Op ops[] = {
+      {"exp", [](const Tensor& v) { return exp(v); }},
+      {"log", [](const Tensor& v) { return log(v); }},
+      {"tanh", [](const Tensor& v) { return tanh(v); }},
+      {"sigmoid", [](const Tensor& v) { return sigmoid(v); }},
+      {"gelu", [](const Tensor& v) { return gelu(v); }},
+      {"gelu_tanh", [](const Tensor& v) { return gelu(v, "tanh"); }},
+      {"erf", [](const Tensor& v) { return erf(v); }},
+      {"softplus", [](const Tensor& v) { return softplus(v); }},
+      {"silu", [](const Tensor& v) { return silu(v); }},
+  };
+  constexpr size_t kOps = sizeof ops / sizeof ops[0];
+  std::vector<double> fwd[kOps], bwd[kOps], floor_fwd, floor_bwd;
+
+  auto forward_ms = [&](const Op& op, const Tensor& in) {
+    NoGradGuard ng;
+    t.sync();
+    double t0 = bench::now_s();
+    for (int64_t i = 0; i < calls; ++i) (void)op.f(in);
+    t.sync();
+    return 1e3 * (bench::now_s() - t0) / double(calls);
+  };
+  auto backward_ms = [&](const Op& op, const Tensor& in) {
+    Tensor leaf = in.detach().requires_grad_();
+    double total = 0;
+    for (int64_t i = 0; i < calls; ++i) {
+      Tensor y = op.f(leaf);
+      t.sync();
+      double t0 = bench::now_s();
+      (void)autograd::grad({y}, {leaf}, {g});
+      t.sync();
+      total += bench::now_s() - t0;
+    }
+    return 1e3 * total / double(calls);
+  };
+  Tensor out = empty({n}, {.device = t.device});
+  auto probe_ms = [&](bool backward) {
+    if (t.device.is_cuda()) return 0.0;  // CPU floors only
+    double t0 = bench::now_s();
+    for (int64_t i = 0; i < calls; ++i) {
+      if (backward) probe_bwd(out.data<float>(), g.data<float>(), x.data<float>(), n);
+      else probe_fwd(out.data<float>(), x.data<float>(), n);
+    }
+    return 1e3 * (bench::now_s() - t0) / double(calls);
+  };
+
+  for (size_t k = 0; k < kOps; ++k) {  // warm-up: every op once, both ways
+    const Tensor& in = std::string(ops[k].name) == "log" ? xpos : x;
+    forward_ms(ops[k], in);
+    backward_ms(ops[k], in);
+  }
+  probe_ms(false);
+  probe_ms(true);
+  for (int rep = 0; rep < args.reps; ++rep) {
+    floor_fwd.push_back(probe_ms(false));
+    floor_bwd.push_back(probe_ms(true));
+    for (size_t k = 0; k < kOps; ++k) {
+      const Tensor& in = std::string(ops[k].name) == "log" ? xpos : x;
+      fwd[k].push_back(forward_ms(ops[k], in));
+      bwd[k].push_back(backward_ms(ops[k], in));
+    }
+  }
+
+  const char* dev = t.name.c_str();
+  double ff = bench::stats_of(floor_fwd).median, fb = bench::stats_of(floor_bwd).median;
+  if (!t.device.is_cuda()) {
+    char s[200];
+    std::snprintf(s, sizeof s, "\"gbs\": %.2f", 8.0 * double(n) / (ff * 1e-3) / 1e9);
+    bench::report(args, "W14", "reel", dev, "floor_fwd_ms", floor_fwd, s);
+    std::snprintf(s, sizeof s, "\"gbs\": %.2f", 12.0 * double(n) / (fb * 1e-3) / 1e9);
+    bench::report(args, "W14", "reel", dev, "floor_bwd_ms", floor_bwd, s);
+  }
+  for (size_t k = 0; k < kOps; ++k) {
+    for (int way = 0; way < 2; ++way) {
+      std::string metric = std::string(ops[k].name) + (way ? "_bwd_ms" : "_fwd_ms");
+      const std::vector<double>& v = way ? bwd[k] : fwd[k];
+      std::string extra = t.extra;
+      if (!t.device.is_cuda()) {
+        char s[120];
+        std::snprintf(s, sizeof s, "\"floor_ms\": %.4g, \"over_floor\": %.3f", way ? fb : ff,
+                      bench::stats_of(v).median / (way ? fb : ff));
+        extra = s;
+      }
+      bench::report(args, "W14", "reel", dev, metric.c_str(), v, extra);
+    }
+  }
+  return 0;
+}
