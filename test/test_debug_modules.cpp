@@ -453,7 +453,7 @@ TEST_CASE("recurrent layers called with several inputs report the caller's line 
     int line = 0;
     Tensor forward(const Tensor& x) override {
       line = __LINE__ + 1;
-      auto [y, h] = gru(x, Tensor()); auto [z, s] = lstm(y, {}); Tensor c = cell(x.select(1, 0), h.squeeze(0));
+      auto [y, h] = gru(x, Tensor()); auto [z, s] = lstm(y, nn::LSTMState{}); Tensor c = cell(x.select(1, 0), h.squeeze(0));
       return z.sum() + s.h.sum() + c.sum();
     }
   };
