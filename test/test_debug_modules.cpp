@@ -452,9 +452,9 @@ TEST_CASE("recurrent layers called with several inputs report the caller's line 
     }
     int line = 0;
     Tensor forward(const Tensor& x) override {
-      line = __LINE__ + 1;
-      auto [y, h] = gru(x, Tensor()); auto [z, s] = lstm(y, nn::LSTMState{}); Tensor c = cell(x.select(1, 0), h.squeeze(0));
-      return z.sum() + s.h.sum() + c.sum();
+      line = __LINE__ + 1;  // one line, so that every op of the three calls names it
+      auto [y, h] = gru(x, Tensor()); auto [z, s] = lstm(y, nn::LSTMState{}); auto c = cell(x.select(1, 0), h[0]);
+      return (z.sum() + s.h.sum()) + c.sum();  // the user's own ops: line + 1
     }
   };
   Seq m;
@@ -466,9 +466,10 @@ TEST_CASE("recurrent layers called with several inputs report the caller's line 
   std::set<std::string> paths;
   for (size_t i = before; i < entries.size(); ++i) {
     INFO(entries[i]->describe());
-    CHECK(entries[i]->site.str().ends_with(at(m.line)));
     REQUIRE(entries[i]->module);
-    paths.insert(entries[i]->module->str());
+    std::string path = entries[i]->module->str(), site = entries[i]->site.str();
+    CHECK((site.ends_with(at(m.line)) || (path == "Seq" && site.ends_with(at(m.line + 1)))));
+    paths.insert(path);
   }
   for (const char* p : {"gru", "lstm", "cell", "Seq"}) {
     INFO(p);
