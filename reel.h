@@ -10,11 +10,14 @@
 #include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
 #include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss
+#include "nn/losses.h"          // nn::L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, CosineEmbeddingLoss (+ functional)
+#include "nn/norm_layers.h"     // nn::GroupNorm, InstanceNorm2d, Identity, Dropout2d
 #include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers
 #include "nn/functional.h"      // nn::functional: conv2d_bias_relu, linear_bias_relu (fused)
 #include "optim/optimizer.h"    // optim::Optimizer base, param groups, clip_grad_norm
-#include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop
+#include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop, Adagrad
 #include "optim/scheduler.h"    // optim::StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR, LinearWarmup
+#include "optim/lr_schedulers.h" // optim::LambdaLR, ExponentialLR, LinearLR, SequentialLR, ReduceLROnPlateau
 #include "autograd/function.h"  // autograd::Function: a user op with its own forward and backward
 #include "debug/debug.h"        // debug::print_tape/tape_dot, op hooks, REEL_BREAK_ON, step and anomaly modes, Profiler
 #include "data/dataloader.h"    // data::Dataset, TensorDataset, DataLoader: seeded shuffle, workers, prefetch, device copy
