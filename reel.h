@@ -18,9 +18,12 @@
 #include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop, Adagrad
 #include "optim/scheduler.h"    // optim::StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR, LinearWarmup
 #include "optim/lr_schedulers.h" // optim::LambdaLR, ExponentialLR, LinearLR, SequentialLR, ReduceLROnPlateau
+#include "optim/averaged_model.h" // optim::AveragedModel: SWA or EMA averages of the weights
 #include "autograd/function.h"  // autograd::Function: a user op with its own forward and backward
 #include "debug/debug.h"        // debug::print_tape/tape_dot, op hooks, REEL_BREAK_ON, step and anomaly modes, Profiler
 #include "data/dataloader.h"    // data::Dataset, TensorDataset, DataLoader: seeded shuffle, workers, prefetch, device copy
 #include "data/mnist.h"         // data::load_mnist and the IDX reader (gzip or plain)
 #include "data/cifar.h"         // data::load_cifar10 (binary version)
 #include "data/transforms.h"    // data::normalize, random_crop, random_horizontal_flip
+#include "data/sampler.h"       // data::RandomSampler, SubsetRandomSampler, WeightedRandomSampler, BatchSampler
+#include "data/dataset_ops.h"   // data::Subset, ConcatDataset, random_split, TransformDataset, Compose

@@ -182,3 +182,34 @@ TEST_CASE("lr schedulers give PyTorch's lr sequences", "[schedulers][ref]") {
             }, &ref::plateau_metrics),
             ref::sched_plateau_max_abs);
 }
+
+TEST_CASE("AveragedModel's SWA and EMA averages match PyTorch", "[averaged_model][ref]") {
+  auto run = [](optim::AveragedModelOptions o) {
+    Tensor w = f64(ref::avg_w0, {1, 3}).requires_grad_();
+    optim::AveragedModel avg({{"weight", w}}, o);
+    std::vector<double> traj;
+    for (int k = 0; k < 4; ++k) {
+      {
+        NoGradGuard g;
+        w.copy_(f64(ref::avg_w0, {1, 3}) * double(k + 1) + double(k) / 10);
+      }
+      avg.update({{"weight", w}});
+      for (double v : avg.averaged()[0].second.to_vector<double>()) traj.push_back(v);
+    }
+    CHECK(avg.n_averaged() == 4);
+    return from_vector(traj, {12}, {.dtype = DType::f64});
+  };
+  check_close(run({}), ref::avg_swa);
+  check_close(run({.ema_decay = 0.9}), ref::avg_ema);
+}
+
+TEST_CASE("AveragedModel checks names and shapes and loads into a model", "[averaged_model]") {
+  nn::Linear lin(3, 2);
+  optim::AveragedModel avg(lin.named_parameters());
+  CHECK_THROWS_WITH(avg.update({{"weight", zeros({2, 3})}}), Catch::Contains("expected the 2"));
+  CHECK_THROWS_WITH(avg.update({{"weight", zeros({3, 3})}, {"bias", zeros({2})}}), Catch::Contains("[3, 3]"));
+  avg.update(lin.named_parameters());
+  nn::Linear eval_copy(3, 2);
+  eval_copy.load_state_dict(avg.averaged(), false);
+  CHECK(allclose(eval_copy.weight, lin.weight, 0, 0));
+}
