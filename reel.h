@@ -20,6 +20,8 @@
 #include "optim/lr_schedulers.h" // optim::LambdaLR, ExponentialLR, LinearLR, SequentialLR, ReduceLROnPlateau
 #include "optim/averaged_model.h" // optim::AveragedModel: SWA or EMA averages of the weights
 #include "autograd/function.h"  // autograd::Function: a user op with its own forward and backward
+#include "autograd/checkpoint.h" // autograd::checkpoint: recompute a block in backward, random numbers replayed
+#include "tensor/rng_state.h"   // get_rng_state, set_rng_state: the default random stream's position
 #include "debug/debug.h"        // debug::print_tape/tape_dot, op hooks, REEL_BREAK_ON, step and anomaly modes, Profiler
 #include "data/dataloader.h"    // data::Dataset, TensorDataset, DataLoader: seeded shuffle, workers, prefetch, device copy
 #include "data/mnist.h"         // data::load_mnist and the IDX reader (gzip or plain)

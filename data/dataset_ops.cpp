@@ -58,7 +58,7 @@ std::vector<Subset> random_split(const Dataset& base, const std::vector<int64_t>
   }
   if (total != base.size())
     throw Error(fmt::format("random_split: the lengths sum to {}, the dataset has {} examples", total, base.size()));
-  std::vector<int64_t> perm(size_t(total));
+  std::vector<int64_t> perm(static_cast<size_t>(total));
   std::iota(perm.begin(), perm.end(), int64_t(0));
   internal::SplitMix rng(seed);
   for (size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[rng.below(i)]);

@@ -4,14 +4,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "internal/io.h"
 
 namespace reel::data {
 namespace {
 std::vector<int64_t> permutation(int64_t n, internal::SplitMix& rng) {
-  std::vector<int64_t> idx(size_t(n));
+  std::vector<int64_t> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), int64_t(0));
   for (size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[rng.below(i)]);  // Fisher-Yates
   return idx;
@@ -23,7 +25,7 @@ SequentialSampler::SequentialSampler(int64_t n) : n_(n) {
 }
 
 std::vector<int64_t> SequentialSampler::indices(int64_t) const {
-  std::vector<int64_t> idx(size_t(n_));
+  std::vector<int64_t> idx(static_cast<size_t>(n_));
   std::iota(idx.begin(), idx.end(), int64_t(0));
   return idx;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "../autograd/grad_mode.h"
+#include "../tensor/backend.h"
 
 namespace reel::nn {
 namespace {
@@ -86,7 +87,8 @@ Tensor InstanceNorm2d::forward(const Tensor& x) {
       double mom = options.momentum;
       running_mean.copy_(add(mul(running_mean, 1 - mom), mul(m, mom)));
       running_var.copy_(add(mul(running_var, 1 - mom), mul(v, mom)));
-      num_batches_tracked.copy_(add(num_batches_tracked, 1.0));
+      backend_for(num_batches_tracked.device()).unary(UnaryOp::add_scalar, num_batches_tracked, num_batches_tracked, 1.0);
+      num_batches_tracked.storage()->bump_version();
     }
   }
   if (!batched) y = y.squeeze(0);
