@@ -182,7 +182,7 @@ TEST_CASE("Adagrad checks its options and saves its state", "[adagrad]") {
   optim::Adagrad opt({p}, {.lr = 0.1, .lr_decay = 0.01, .initial_accumulator_value = 0.5});
   (p * p).sum().backward();
   opt.step();
-  NamedTensors state = opt.state_dict();
+  optim::NamedTensors state = opt.state_dict();
   bool has_sum = false;
   for (auto& [n, t] : state) has_sum |= n == "0.0.sum";
   CHECK(has_sum);
@@ -220,7 +220,7 @@ TEST_CASE("schedulers check their arguments and save their state", "[schedulers]
   optim::ExponentialLR s(opt, {.gamma = 0.5});
   s.step();
   s.step();
-  NamedTensors st = s.state_dict();
+  optim::NamedTensors st = s.state_dict();
   Tensor p2 = zeros({1}).requires_grad_();
   optim::SGD opt2({p2}, {.lr = 1.0});
   optim::ExponentialLR s2(opt2, {.gamma = 0.5});
