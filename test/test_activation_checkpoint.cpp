@@ -29,11 +29,11 @@ TEST_CASE("checkpoint gives a module's weights their gradients", "[checkpoint_fn
   manual_seed(1);
   nn::Sequential block{nn::Linear(5, 6), nn::GELU(), nn::Linear(6, 5)};
   Tensor x = randn({4, 5}).requires_grad_();
-  block(x).square().sum().backward();
+  square(block(x)).sum().backward();
   Tensor gw = block.at<nn::Linear>(0).weight.grad().clone(), gx = x.grad().clone();
   block.zero_grad();
   x.set_grad(Tensor());
-  autograd::checkpoint([&](const Tensor& t) { return block(t); }, x).square().sum().backward();
+  square(autograd::checkpoint([&](const Tensor& t) { return block(t); }, x)).sum().backward();
   CHECK(allclose(block.at<nn::Linear>(0).weight.grad(), gw, 1e-5, 1e-6));
   CHECK(allclose(x.grad(), gx, 1e-5, 1e-6));
 }
