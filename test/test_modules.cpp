@@ -122,16 +122,16 @@ TEST_CASE("Identity and Dropout2d", "[norm_layers]") {
 
 namespace {
 struct Block : nn::Module {
-  nn::Linear fc{3, 4};
+  nn::Linear fc;
   nn::GroupNorm norm{2, 4};
-  Block() {
+  explicit Block(int64_t in) : fc(in, 4) {
     register_module("fc", fc);
     register_module("norm", norm);
   }
   Tensor forward(const Tensor& x) override { return norm(fc(x)); }
 };
 struct Net : nn::Module {
-  Block a, b;
+  Block a{3}, b{4};
   nn::Sequential head{nn::Linear(4, 2), nn::Identity()};
   Net() {
     register_module("a", a);
