@@ -14,14 +14,22 @@
 #include "nn/containers.h"      // nn::ModuleList, nn::ModuleDict: layers chosen at run time
 #include "nn/activations.h"     // nn::SiLU, ELU, LeakyReLU, Softplus, Mish, Hardswish, Softmax
 #include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss
+#include "nn/losses.h"          // nn::L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, CosineEmbeddingLoss (+ functional)
+#include "nn/norm_layers.h"     // nn::GroupNorm, InstanceNorm2d, Identity, Dropout2d
 #include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers
 #include "nn/functional.h"      // nn::functional: conv2d_bias_relu, linear_bias_relu (fused)
 #include "optim/optimizer.h"    // optim::Optimizer base, param groups, clip_grad_norm
-#include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop
+#include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop, Adagrad
 #include "optim/scheduler.h"    // optim::StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR, LinearWarmup
+#include "optim/lr_schedulers.h" // optim::LambdaLR, ExponentialLR, LinearLR, SequentialLR, ReduceLROnPlateau
+#include "optim/averaged_model.h" // optim::AveragedModel: SWA or EMA averages of the weights
 #include "autograd/function.h"  // autograd::Function: a user op with its own forward and backward
+#include "autograd/checkpoint.h" // autograd::checkpoint: recompute a block in backward, random numbers replayed
+#include "tensor/rng_state.h"   // get_rng_state, set_rng_state: the default random stream's position
 #include "debug/debug.h"        // debug::print_tape/tape_dot, op hooks, REEL_BREAK_ON, step and anomaly modes, Profiler
 #include "data/dataloader.h"    // data::Dataset, TensorDataset, DataLoader: seeded shuffle, workers, prefetch, device copy
 #include "data/mnist.h"         // data::load_mnist and the IDX reader (gzip or plain)
 #include "data/cifar.h"         // data::load_cifar10 (binary version)
 #include "data/transforms.h"    // data::normalize, random_crop, random_horizontal_flip
+#include "data/sampler.h"       // data::RandomSampler, SubsetRandomSampler, WeightedRandomSampler, BatchSampler
+#include "data/dataset_ops.h"   // data::Subset, ConcatDataset, random_split, TransformDataset, Compose

@@ -194,6 +194,26 @@ void rmsprop(const OptimStep& s, Ptrs<T> x, int64_t n) {
   }
 }
 
+// Adagrad: v sum of squared gradients; p -= clr g / (sqrt(v) + eps), clr = lr / bc1
+// with bc1 = 1 + (t - 1) lr_decay (PyTorch 1.13's _single_tensor_adagrad)
+template <typename T>
+void adagrad(const OptimStep& s, Ptrs<T> x, int64_t n) {
+  const T wd = T(s.weight_decay), eps = T(s.eps), neg_clr = T(-(s.lr / s.bias_correction1));
+  const T sign = s.maximize ? T(-1) : T(1);
+  const bool has_wd = s.weight_decay != 0;
+  T* __restrict p = x.p;
+  const T* __restrict g = x.g;
+  T* __restrict v = x.s1;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    T d = sign * g[i];
+    if (has_wd) d = d + wd * p[i];
+    T vi = v[i] + d * d;
+    v[i] = vi;
+    p[i] = p[i] + neg_clr * (d / (std::sqrt(vi) + eps));
+  }
+}
+
 template <typename T>
 void run(const OptimStep& s, Ptrs<T> x, int64_t n) {
   switch (s.kind) {
@@ -202,6 +222,7 @@ void run(const OptimStep& s, Ptrs<T> x, int64_t n) {
     case OptimStep::adamw: adam(s, x, n); break;
     case OptimStep::adamax: adamax(s, x, n); break;
     case OptimStep::rmsprop: rmsprop(s, x, n); break;
+    case OptimStep::adagrad: adagrad(s, x, n); break;
   }
 }
 

@@ -60,7 +60,7 @@ Hyper<T> hyper(const OptimStep& s) {
   h.b2 = T(s.beta2);
   h.one_b1 = T(1 - s.beta1);
   h.one_b2 = T(1 - s.beta2);
-  h.neg_step = T(-(s.lr / s.bias_correction1));  // Adam's lr / bc1, Adamax's clr
+  h.neg_step = T(-(s.lr / s.bias_correction1));  // Adam's lr / bc1, Adamax's and Adagrad's clr
   h.inv_bc2_sqrt = T(1 / std::sqrt(s.bias_correction2));  // the CPU's product, see cpu/optim.cpp
   h.eps = T(s.eps);
   h.alpha = T(s.alpha);
@@ -108,6 +108,12 @@ __device__ __forceinline__ void update(const Hyper<T>& h, T* __restrict__ p, con
     s1[i] = mi;
     s2[i] = ui;
     p[i] = p[i] + h.neg_step * (mi / ui);
+  } else if constexpr (K == OptimStep::adagrad) {
+    T d = h.sign * g[i];
+    if (h.has_wd) d = d + h.wd * p[i];
+    T vi = s1[i] + d * d;
+    s1[i] = vi;
+    p[i] = p[i] + h.neg_step * (d / (sqrt(vi) + h.eps));
   } else {  // rmsprop
     T d = h.sign * g[i];
     if (h.has_wd) d = d + h.wd * p[i];
@@ -194,6 +200,9 @@ void launch(Context& ctx, const OptimStep& step, const Table<T>& table) {
     case OptimStep::rmsprop:
       optim_kernel<OptimStep::rmsprop, T><<<grid, kThreads, 0, ctx.stream>>>(table, h, hdev);
       break;
+    case OptimStep::adagrad:
+      optim_kernel<OptimStep::adagrad, T><<<grid, kThreads, 0, ctx.stream>>>(table, h, hdev);
+      break;
   }
   check_launch("optim_step");
 }
@@ -237,6 +246,7 @@ void write_captured_optim(Context& ctx, const CapturedOptim& o, int64_t t, std::
   if (t > 0) {  // optim/'s expressions (optim/optimizer.cpp), so a replay rounds as an eager step
     s.bias_correction1 = 1 - std::pow(s.beta1, double(t));
     s.bias_correction2 = 1 - std::pow(s.beta2, double(t));
+    if (s.kind == OptimStep::adagrad) s.bias_correction1 = 1 + double(t - 1) * s.lr_decay;
   }
   if (o.dtype == DType::f64)
     store_hyper<double><<<1, 1, 0, ctx.stream>>>(static_cast<Hyper<double>*>(o.slot), hyper<double>(s));

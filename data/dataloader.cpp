@@ -136,17 +136,27 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : data
   if (opt_.workers < 0) throw Error(fmt::format("DataLoader: workers must be 0 or more, got {}", opt_.workers));
   if (opt_.workers > 0 && opt_.prefetch < 1)
     throw Error(fmt::format("DataLoader: prefetch must be at least 1 with {} workers, got {}", opt_.workers, opt_.prefetch));
+  if (opt_.sampler && opt_.shuffle)
+    throw Error("DataLoader: give either shuffle or a sampler (the sampler decides the order)");
   batches_ = count_batches();
 }
 
 int64_t DataLoader::count_batches() const {
-  int64_t n = dataset_.size();
+  int64_t n = opt_.sampler ? opt_.sampler->size() : dataset_.size();
   return opt_.drop_last ? n / opt_.batch_size : (n + opt_.batch_size - 1) / opt_.batch_size;
 }
 
 DataLoader::~DataLoader() = default;
 
 std::vector<int64_t> DataLoader::order(int64_t e) const {
+  if (opt_.sampler) {
+    std::vector<int64_t> idx = opt_.sampler->indices(e);
+    for (int64_t i : idx)
+      if (i < 0 || i >= dataset_.size())
+        throw Error(fmt::format("DataLoader: the sampler gave index {} for a dataset of {} examples", i,
+                                dataset_.size()));
+    return idx;
+  }
   std::vector<int64_t> idx(size_t(dataset_.size()));
   std::iota(idx.begin(), idx.end(), int64_t(0));
   if (opt_.shuffle) {

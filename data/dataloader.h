@@ -26,6 +26,7 @@
 #include <memory>
 
 #include "dataset.h"
+#include "sampler.h"
 
 namespace reel::data {
 
@@ -38,6 +39,8 @@ struct DataLoaderOptions {
   int prefetch = 4;        // batches made ahead of the one in use (with workers > 0)
   Device device = kCPU;    // where batches are delivered
   std::function<Example(Example batch, uint64_t seed)> transform = nullptr;  // optional, per batch
+  // Optional: the epoch's order comes from it (not with shuffle); it must outlive the loader.
+  const Sampler* sampler = nullptr;
 };
 
 class DataLoader {

@@ -316,6 +316,35 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+std::vector<std::pair<std::string, Module*>> Module::named_modules() const {
+  std::vector<std::pair<std::string, Module*>> out;
+  std::set<const Module*> seen;
+  auto walk = [&](auto& self, const Module& m, const std::string& name) -> void {
+    if (!seen.insert(&m).second) return;
+    out.emplace_back(name, const_cast<Module*>(&m));
+    for (const Child& c : m.children_) self(self, m.child_at(c), name.empty() ? c.name : name + "." + c.name);
+  };
+  walk(walk, *this, "");
+  return out;
+}
+
+std::vector<Module*> Module::modules() const {
+  std::vector<Module*> out;
+  for (auto& [n, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (const Child& c : children_) child_at(c).apply(fn);
+  fn(*this);
+  return *this;
+}
+
+Module& Module::requires_grad_(bool on) {
+  for (Tensor p : parameters()) p.requires_grad_(on);
+  return *this;
+}
+
 // ---- mode, devices, gradients
 Module& Module::train(bool on) {
   training_ = on;

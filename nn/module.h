@@ -135,6 +135,16 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_children() const;
   // Parameters and buffers by dotted name: what save() writes and load() reads.
   NamedTensors state_dict() const;
+  // This module ("") and every module below it ("feat", "feat.0", ...), depth first
+  // in registration order, each once (as PyTorch's named_modules()).
+  std::vector<std::pair<std::string, Module*>> named_modules() const;
+  std::vector<Module*> modules() const;
+  // Calls fn on every child's tree, then on this module (PyTorch's order):
+  //   net.apply([](nn::Module& m) { if (auto* l = dynamic_cast<nn::Linear*>(&m)) nn::init::zeros_(l->bias); });
+  Module& apply(const std::function<void(Module&)>& fn);
+  // Sets requires_grad on every parameter (false freezes them: backward gives them no
+  // gradient and the optimizer skips them).
+  Module& requires_grad_(bool on = true);
 
   // ---- mode: training (the default) or evaluation, for this module and its children
   Module& train(bool on = true);

@@ -22,6 +22,7 @@ const char* state_name(OptimStep::Kind kind, int slot) {
     case OptimStep::adamw: return slot == 0 ? "exp_avg" : slot == 1 ? "exp_avg_sq" : nullptr;
     case OptimStep::adamax: return slot == 0 ? "exp_avg" : slot == 1 ? "exp_inf" : nullptr;
     case OptimStep::rmsprop: return slot == 0 ? "square_avg" : slot == 1 ? "grad_avg" : "momentum_buffer";
+    case OptimStep::adagrad: return slot == 0 ? "sum" : nullptr;
   }
   return nullptr;
 }
@@ -41,6 +42,9 @@ struct FlagField {
 };
 constexpr FlagField kFlags[] = {
     {"nesterov", &OptimStep::nesterov}, {"maximize", &OptimStep::maximize}, {"centered", &OptimStep::centered}};
+// Adagrad's own, recorded only by Adagrad (so other optimizers' checkpoints stay as they were).
+constexpr HyperField kAdagradHyper[] = {{"lr_decay", &OptimStep::lr_decay},
+                                        {"initial_accumulator_value", &OptimStep::initial_accumulator}};
 }  // namespace
 
 Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, const OptimStep& defaults)
@@ -85,6 +89,7 @@ bool Optimizer::needs(const OptimStep& h, int slot) {
     case OptimStep::adamw:
     case OptimStep::adamax: return slot < 2;
     case OptimStep::rmsprop: return slot == 0 || (slot == 1 && h.centered) || (slot == 2 && h.momentum > 0);
+    case OptimStep::adagrad: return slot == 0;
   }
   return false;
 }
@@ -93,7 +98,8 @@ void Optimizer::make_state(const Group& g, const Tensor& p, ParamState& st) cons
   Tensor* slots[3] = {&st.s1, &st.s2, &st.s3};
   for (int k = 0; k < 3; ++k) {
     Tensor& s = *slots[k];
-    if (needs(g.hyper, k) && !s.defined()) s = zeros_like(p);
+    if (needs(g.hyper, k) && !s.defined())
+      s = g.hyper.kind == OptimStep::adagrad ? full_like(p, g.hyper.initial_accumulator) : zeros_like(p);
     else if (s.defined() && !(s.device() == p.device())) s = s.to(p.device());  // the module moved
   }
 }
@@ -155,6 +161,7 @@ void Optimizer::step(Site site) {
       s.first_step = b.fresh;
       s.bias_correction1 = 1 - std::pow(h.beta1, double(b.step));
       s.bias_correction2 = 1 - std::pow(h.beta2, double(b.step));
+      if (h.kind == OptimStep::adagrad) s.bias_correction1 = 1 + double(b.step - 1) * h.lr_decay;
       backend_for(b.device).optim_step(s, b.p, b.g, b.s1, b.s2, b.s3);
       for (Tensor& p : b.p) p.storage()->bump_version();
     }
@@ -183,6 +190,9 @@ NamedTensors Optimizer::state_dict() const {
     const Group& g = groups_[gi];
     for (const HyperField& f : kHyper) out.emplace_back(fmt::format("{}.{}", gi, f.name), scalar(g.hyper.*f.value));
     for (const FlagField& f : kFlags) out.emplace_back(fmt::format("{}.{}", gi, f.name), scalar(g.hyper.*f.value));
+    if (g.hyper.kind == OptimStep::adagrad)
+      for (const HyperField& f : kAdagradHyper)
+        out.emplace_back(fmt::format("{}.{}", gi, f.name), scalar(g.hyper.*f.value));
     if (g.initial_lr) out.emplace_back(fmt::format("{}.initial_lr", gi), scalar(*g.initial_lr));
     for (size_t i = 0; i < g.params.size(); ++i) {
       const ParamState& st = state_[gi][i];
@@ -237,6 +247,12 @@ void Optimizer::load_state_dict(const NamedTensors& state, const std::string& so
       g.hyper.*f.value = *scalar(n, true) != 0;
       used.insert(n);
     }
+    if (kind == OptimStep::adagrad)
+      for (const HyperField& f : kAdagradHyper) {
+        std::string n = fmt::format("{}.{}", gi, f.name);
+        g.hyper.*f.value = *scalar(n, true);
+        used.insert(n);
+      }
     std::string il = fmt::format("{}.initial_lr", gi);
     g.initial_lr = scalar(il, false);
     used.insert(il);

@@ -55,6 +55,19 @@ OptimStep rmsprop(const RMSpropOptions& o) {
   return s;
 }
 
+OptimStep adagrad(const AdagradOptions& o) {
+  check(o.lr >= 0, "Adagrad", "lr", o.lr);
+  check(o.lr_decay >= 0, "Adagrad", "lr_decay", o.lr_decay);
+  check(o.weight_decay >= 0, "Adagrad", "weight_decay", o.weight_decay);
+  check(o.initial_accumulator_value >= 0, "Adagrad", "initial_accumulator_value", o.initial_accumulator_value);
+  check(o.eps >= 0, "Adagrad", "eps", o.eps);
+  OptimStep s;
+  s.kind = OptimStep::adagrad;
+  s.lr = o.lr, s.lr_decay = o.lr_decay, s.weight_decay = o.weight_decay;
+  s.initial_accumulator = o.initial_accumulator_value, s.eps = o.eps, s.maximize = o.maximize;
+  return s;
+}
+
 std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
   std::vector<ParamGroup> g(1);
   g[0].params = std::move(params);
@@ -80,5 +93,9 @@ Adamax::Adamax(std::vector<ParamGroup> groups, AdamaxOptions opt)
 RMSprop::RMSprop(std::vector<Tensor> params, RMSpropOptions opt) : RMSprop(one_group(std::move(params)), opt) {}
 RMSprop::RMSprop(std::vector<ParamGroup> groups, RMSpropOptions opt)
     : Optimizer("RMSprop", std::move(groups), rmsprop(opt)) {}
+
+Adagrad::Adagrad(std::vector<Tensor> params, AdagradOptions opt) : Adagrad(one_group(std::move(params)), opt) {}
+Adagrad::Adagrad(std::vector<ParamGroup> groups, AdagradOptions opt)
+    : Optimizer("Adagrad", std::move(groups), adagrad(opt)) {}
 
 }  // namespace reel::optim

@@ -1,4 +1,4 @@
-// The optimizers, with PyTorch 1.13's update rules and defaults. g is the gradient
+// The optimizers (SGD, Adam, AdamW, Adamax, RMSprop, Adagrad), with PyTorch 1.13's update rules and defaults. g is the gradient
 // (negated when maximize), p the parameter, t the step count (from 1).
 //
 //   optim::SGD sgd(model.parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
@@ -85,6 +85,22 @@ class RMSprop : public Optimizer {
  public:
   RMSprop(std::vector<Tensor> params, RMSpropOptions opt = {});
   RMSprop(std::vector<ParamGroup> groups, RMSpropOptions opt = {});
+};
+
+// g += wd p; sum += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(sum) + eps)
+// (sum starts at initial_accumulator_value)
+struct AdagradOptions {
+  double lr = 1e-2;
+  double lr_decay = 0;
+  double weight_decay = 0;
+  double initial_accumulator_value = 0;
+  double eps = 1e-10;
+  bool maximize = false;
+};
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(std::vector<Tensor> params, AdagradOptions opt = {});
+  Adagrad(std::vector<ParamGroup> groups, AdagradOptions opt = {});
 };
 
 }  // namespace reel::optim

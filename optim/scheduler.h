@@ -61,6 +61,7 @@ class LRScheduler {
 
  private:
   friend class LinearWarmup;  // drives the scheduler it wraps
+  friend class SequentialLR;  // drives the schedulers it runs
 };
 
 // lr = base gamma^floor(t / step_size)

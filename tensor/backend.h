@@ -89,13 +89,16 @@ struct RnnParams {
 // One optimizer step over many parameters, fused: the hyper-parameters of one
 // step of optim/ (bias corrections already folded in by the caller).
 struct OptimStep {
-  enum Kind : uint8_t { sgd, adam, adamw, adamax, rmsprop } kind = sgd;
+  enum Kind : uint8_t { sgd, adam, adamw, adamax, rmsprop, adagrad } kind = sgd;
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false, first_step = false, maximize = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta^t
   double alpha = 0.99;  // RMSprop smoothing
   bool centered = false;
+  // Adagrad: the lr is lr / bias_correction1 with bias_correction1 = 1 + (t - 1) lr_decay
+  // (folded in by the caller); its sum of squares starts at initial_accumulator.
+  double lr_decay = 0, initial_accumulator = 0;
 };
 
 class Backend {
@@ -232,6 +235,7 @@ class Backend {
   //   adamax:  state1 exp_avg, state2 exp_inf
   //   rmsprop: state1 square_avg, state2 grad_avg (when centered), state3 momentum
   //            buffer (when momentum > 0)
+  //   adagrad: state1 sum of squares
   virtual void optim_step(const OptimStep& step, const std::vector<Tensor>& params,
                           const std::vector<Tensor>& grads, const std::vector<Tensor>& state1,
                           const std::vector<Tensor>& state2, const std::vector<Tensor>& state3) = 0;

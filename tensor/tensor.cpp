@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "philox.h"
+#include "rng_state.h"
 
 namespace reel {
 
@@ -285,6 +286,14 @@ void manual_seed(uint64_t seed) {
   g_seed = seed;
   g_offset[0] = 0;
   g_offset[1] = 0;
+}
+
+RngState get_rng_state() { return {g_seed.load(), {g_offset[0].load(), g_offset[1].load()}}; }
+
+void set_rng_state(const RngState& state) {
+  g_seed = state.seed;
+  g_offset[0] = state.offset[0];
+  g_offset[1] = state.offset[1];
 }
 
 Tensor& uniform_(Tensor& t, double low, double high, Site site) {

@@ -306,6 +306,10 @@ TEST_CASE("optimizer steps give the CPU's parameters", "[cuda][optim]") {
       case 2: opt = std::make_unique<optim::Adam>(ps, optim::AdamOptions{.lr = 1e-2, .weight_decay = 1e-2}); break;
       case 3: opt = std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 1e-2}); break;
       case 4: opt = std::make_unique<optim::Adamax>(ps, optim::AdamaxOptions{}); break;
+      case 6:
+        opt = std::make_unique<optim::Adagrad>(ps, optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.01, .weight_decay = 1e-2,
+                                                                          .initial_accumulator_value = 0.1});
+        break;
       default: opt = std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.momentum = 0.5, .centered = true}); break;
     }
     for (int step = 0; step < 3; ++step) {
@@ -322,7 +326,7 @@ TEST_CASE("optimizer steps give the CPU's parameters", "[cuda][optim]") {
     for (auto& p : ps) out.push_back(p.detach().cpu());
     return out;
   };
-  for (int kind = 0; kind < 6; ++kind) {
+  for (int kind = 0; kind < 7; ++kind) {
     INFO("optimizer " << kind);
     auto c = run(kCPU, kind), g = run(cuda_test::kGpu, kind);
     // optim.cu rounds like the CPU's scalar code; the CPU's AVX2 Adam fuses multiply-adds

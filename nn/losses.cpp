@@ -1,0 +1,152 @@
+// The losses of nn/losses.h. Each is composed of recorded ops (so its gradient, and
+// a create_graph gradient, follow from theirs), except binary_cross_entropy, whose
+// rule is written out: the clamped logs' composite gradient is 0/0 at x = 0 or 1,
+// where PyTorch's is finite.
+#include "losses.h"
+
+#include <cmath>
+#include <limits>
+
+#include "../autograd/op_support.h"
+
+namespace reel::nn::functional {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+Tensor reduce(const Tensor& losses, Reduction r) {
+  switch (r) {
+    case Reduction::none: return losses;
+    case Reduction::sum: return sum(losses);
+    case Reduction::mean: break;
+  }
+  return mean(losses);
+}
+
+void check_pair(const OpScope& op, const Tensor& input, const Tensor& target) {
+  check_defined(op, input, "the input");
+  check_defined(op, target, "the target");
+  check_same_device(op, input, target);
+  check_floating(op, input, "the input");
+  if (!(input.shape() == target.shape()))
+    fail(op.op, fmt::format("expected input and target of one shape, got input {} and target {}",
+                            input.shape().str(), target.shape().str()), op.site);
+  if (input.dtype() != target.dtype())
+    fail(op.op, fmt::format("expected input and target of one dtype, got input {} and target {}", describe(input),
+                            describe(target)), op.site);
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// max(log(x), -100): PyTorch's clamp of BCE's logs
+Tensor clamped_log(const Tensor& x) { return clamp(log(x), -100.0, kInf); }
+
+}  // namespace
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, Site site) {
+  OpScope op("l1_loss", site);
+  check_pair(op, input, target);
+  return reduce(abs(sub(input, target)), reduction);
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options opt, Site site) {
+  OpScope op("smooth_l1_loss", site);
+  check_pair(op, input, target);
+  if (!(opt.beta >= 0)) fail(op.op, fmt::format("expected beta >= 0, got {}", opt.beta), op.site);
+  Tensor d = abs(sub(input, target));
+  if (opt.beta == 0) return reduce(d, opt.reduction);  // PyTorch's special case: the L1 loss
+  Tensor quadratic = mul(square(d), 0.5 / opt.beta);
+  return reduce(where(lt(d, opt.beta), quadratic, sub(d, 0.5 * opt.beta)), opt.reduction);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, HuberOptions opt, Site site) {
+  OpScope op("huber_loss", site);
+  check_pair(op, input, target);
+  if (!(opt.delta > 0)) fail(op.op, fmt::format("expected delta > 0, got {}", opt.delta), op.site);
+  Tensor d = abs(sub(input, target));
+  Tensor linear = mul(sub(d, 0.5 * opt.delta), opt.delta);
+  return reduce(where(lt(d, opt.delta), mul(square(d), 0.5), linear), opt.reduction);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions opt, Site site) {
+  OpScope op("kl_div", site);
+  check_pair(op, input, target);
+  Tensor losses;
+  if (opt.log_target) {
+    losses = mul(exp(target), sub(target, input));
+  } else {
+    // xlogy(t, t) - t x: where t = 0 the term is 0 (log is taken of 1 there, so no nan
+    // reaches the gradient either)
+    Tensor positive = gt(target, 0.0);
+    Tensor safe = where(positive, target, ones_like(target));
+    losses = sub(mul(target, log(safe)), mul(target, input));
+  }
+  switch (opt.reduction) {
+    case KLDivReduction::none: return losses;
+    case KLDivReduction::sum: return sum(losses);
+    case KLDivReduction::mean: return mean(losses);
+    case KLDivReduction::batchmean: break;
+  }
+  Tensor total = sum(losses);
+  return input.dim() == 0 ? total : div(total, double(input.shape()[0]));
+}
+
+// loss = -(t log x + (1 - t) log(1 - x)), logs clamped at -100;
+// dx = g (x - t) / max(x (1 - x), 1e-12) (PyTorch's rule), dt = g (log(1 - x) - log x) (clamped logs)
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOptions opt, Site site) {
+  OpScope op("binary_cross_entropy", site);
+  check_pair(op, input, target);
+  if (opt.weight.defined()) {
+    check_same_device(op, input, opt.weight);
+    if (opt.weight.dim() > input.dim())
+      fail(op.op, fmt::format("expected a weight broadcastable to the input {}, got weight {}", input.shape().str(),
+                              opt.weight.shape().str()), op.site);
+  }
+  Tensor losses;
+  {
+    NoGradGuard forward_only;  // the rule below is the whole gradient
+    Tensor one_minus_t = 1.0 - target;
+    losses = neg(add(mul(target, clamped_log(input)), mul(one_minus_t, clamped_log(1.0 - input))));
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor x = n.saved_tensor(0), t = n.saved_tensor(1);
+        if (n.needs_grad(0))
+          gi[0] = mul(g[0], div(sub(x, t), clamp(mul(x, 1.0 - x), 1e-12, kInf)));
+        if (n.needs_grad(1)) gi[1] = mul(g[0], sub(clamped_log(1.0 - x), clamped_log(x)));
+      }, {&input, &target}, {&losses})) {
+    n->save(input);
+    n->save(target);
+  }
+  if (opt.weight.defined()) losses = mul(losses, opt.weight);
+  return reduce(losses, opt.reduction);
+}
+
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, CosineEmbeddingOptions opt,
+                             Site site) {
+  OpScope op("cosine_embedding_loss", site);
+  check_defined(op, x1, "input1");
+  check_defined(op, x2, "input2");
+  check_defined(op, y, "the target");
+  check_same_device(op, x1, x2);
+  check_same_device(op, x1, y);
+  check_floating(op, x1, "input1");
+  if (!(x1.shape() == x2.shape()) || (x1.dim() != 1 && x1.dim() != 2))
+    fail(op.op, fmt::format("expected input1 and input2 of one shape, [N, D] or [D], got {} and {}",
+                            x1.shape().str(), x2.shape().str()), op.site);
+  Dims expected_y = x1.dim() == 2 ? Dims{x1.shape()[0]} : Dims{};
+  if (!(y.shape() == Shape(expected_y)))
+    fail(op.op, fmt::format("expected a target of shape {} for inputs {}, got {}", Shape(expected_y).str(),
+                            x1.shape().str(), y.shape().str()), op.site);
+  const int64_t d = x1.dim() - 1;
+  constexpr double kEps = 1e-12;  // PyTorch's EPSILON
+  Tensor dot = sum(mul(x1, x2), {d});
+  Tensor mag1 = add(sum(square(x1), {d}), kEps), mag2 = add(sum(square(x2), {d}), kEps);
+  Tensor cos = div(dot, sqrt(mul(mag1, mag2)));
+  Tensor zero = zeros_like(cos);
+  Tensor yy = y.dtype() == cos.dtype() ? y : y.to(cos.dtype());
+  Tensor pos = where(eq(yy, 1.0), 1.0 - cos, zero);
+  Tensor neg_part = where(eq(yy, -1.0), clamp(sub(cos, opt.margin), 0.0, kInf), zero);
+  return reduce(add(pos, neg_part), opt.reduction);
+}
+
+}  // namespace reel::nn::functional
