@@ -34,6 +34,7 @@ GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions 
 }
 
 Tensor GroupNorm::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   if (x.dim() < 2 || x.shape()[1] != num_channels)
     throw Error(fmt::format("GroupNorm: expected input [N, {}, *], got {}", num_channels, x.shape().str()));
   const int64_t N = x.shape()[0], per_group = x.numel() / (N ? N : 1) / num_groups;
@@ -66,6 +67,7 @@ InstanceNorm2d::InstanceNorm2d(int64_t num_features, InstanceNormOptions opt)
 }
 
 Tensor InstanceNorm2d::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   const bool batched = x.dim() == 4;
   if ((x.dim() != 3 && x.dim() != 4) || x.shape()[batched ? 1 : 0] != num_features)
     throw Error(fmt::format("InstanceNorm2d: expected input [N, {0}, H, W] or [{0}, H, W], got {1}", num_features,
@@ -106,6 +108,7 @@ Dropout2d::Dropout2d(double p) : p(p) {
 }
 
 Tensor Dropout2d::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
   if (x.dim() != 3 && x.dim() != 4)
     throw Error(fmt::format("Dropout2d: expected input [N, C, H, W] or [C, H, W], got {}", x.shape().str()));
   if (!is_training() || p == 0) return x;

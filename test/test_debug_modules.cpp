@@ -266,16 +266,18 @@ TEST_CASE("ops in a user's forward report their own lines; in reel's layers, the
                        nn::AvgPool2d(1), nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(3, 4), nn::LayerNorm({4}),
                        nn::GELU(), nn::Tanh(), nn::Sigmoid(), nn::Dropout(0.1), nn::Linear(4, 4), nn::ReLU(),
                        nn::SiLU(), nn::ELU(), nn::LeakyReLU(), nn::Softplus(), nn::Mish(), nn::Hardswish(),
-                       nn::Softmax(1)};
+                       nn::Softmax(1), nn::Identity()};
+    nn::Sequential seq2{nn::GroupNorm(1, 2), nn::InstanceNorm2d(2), nn::Dropout2d(0.1)};
     nn::Embedding emb{10, 4};
     All() {
       register_module("seq", seq);
+      register_module("seq2", seq2);
       register_module("emb", emb);
     }
     int line = 0;
     Tensor forward(const Tensor& x) override {
       line = __LINE__ + 1;
-      return seq(x) + emb(full({2}, 3, {.dtype = DType::i64}));
+      return seq(x) + emb(full({2}, 3, {.dtype = DType::i64})) + seq2(x).sum();
     }
   };
   All m;
@@ -292,7 +294,8 @@ TEST_CASE("ops in a user's forward report their own lines; in reel's layers, the
     paths.insert(entries[i]->module->str());
   }
   // a fused Linear + ReLU runs as the Linear ("seq.13"); the add is the user's own op
-  for (const char* p : {"seq.0", "seq.1", "seq.7", "seq.13", "emb", "All"}) {
+  for (const char* p : {"seq.0", "seq.1", "seq.7", "seq.13", "seq.15", "seq.21", "emb", "seq2.0", "seq2.1", "seq2.2",
+                        "All"}) {
     INFO(p);
     CHECK(paths.count(p) == 1);
   }
