@@ -1,6 +1,6 @@
 // reel: a define-by-run autograd tensor library. The one header users include.
 #pragma once
-#include "tensor/tensor.h"      // Tensor, creation, random numbers
+#include "tensor/tensor.h"      // Tensor, creation, random numbers (Generator, per-thread default generators)
 #include "tensor/parallel.h"    // set_num_threads, set_flush_subnormals
 #include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
 #include "autograd/grad_mode.h" // NoGradGuard, no_grad
@@ -21,3 +21,4 @@
 #include "data/mnist.h"         // data::load_mnist and the IDX reader (gzip or plain)
 #include "data/cifar.h"         // data::load_cifar10 (binary version)
 #include "data/transforms.h"    // data::normalize, random_crop, random_horizontal_flip
+#include "checkpoint/checkpoint.h" // checkpoint::save/load: a whole training run (model, optimizer, scheduler, generators, loader position, step) in one file
