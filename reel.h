@@ -1,6 +1,6 @@
 // reel: a define-by-run autograd tensor library. The one header users include.
 #pragma once
-#include "tensor/tensor.h"      // Tensor, creation, random numbers
+#include "tensor/tensor.h"      // Tensor, creation, random numbers (Generator, per-thread default generators)
 #include "tensor/parallel.h"    // set_num_threads, set_flush_subnormals
 #include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
 #include "autograd/grad_mode.h" // NoGradGuard, no_grad
@@ -25,7 +25,6 @@
 #include "optim/averaged_model.h" // optim::AveragedModel: SWA or EMA averages of the weights
 #include "autograd/function.h"  // autograd::Function: a user op with its own forward and backward
 #include "autograd/checkpoint.h" // autograd::checkpoint: recompute a block in backward, random numbers replayed
-#include "tensor/rng_state.h"   // get_rng_state, set_rng_state: the default random stream's position
 #include "debug/debug.h"        // debug::print_tape/tape_dot, op hooks, REEL_BREAK_ON, step and anomaly modes, Profiler
 #include "data/dataloader.h"    // data::Dataset, TensorDataset, DataLoader: seeded shuffle, workers, prefetch, device copy
 #include "data/mnist.h"         // data::load_mnist and the IDX reader (gzip or plain)
@@ -33,3 +32,4 @@
 #include "data/transforms.h"    // data::normalize, random_crop, random_horizontal_flip
 #include "data/sampler.h"       // data::RandomSampler, SubsetRandomSampler, WeightedRandomSampler, BatchSampler
 #include "data/dataset_ops.h"   // data::Subset, ConcatDataset, random_split, TransformDataset, Compose
+#include "checkpoint/checkpoint.h" // checkpoint::save/load: a whole training run (model, optimizer, scheduler, generators, loader position, step) in one file

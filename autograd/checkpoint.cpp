@@ -9,7 +9,7 @@
 
 #include "op_support.h"
 #include "tape.h"
-#include "../tensor/rng_state.h"
+#include "../tensor/generator.h"
 
 namespace reel::autograd {
 namespace {
@@ -18,7 +18,7 @@ using Grads = std::vector<Tensor>;
 
 struct CheckpointState : CustomState {
   CheckpointFn fn;
-  RngState rng;  // the stream's position when the forward started
+  GeneratorState rng;  // the default generator's position when the forward started
 };
 
 // Sets grad mode for a scope and puts it back.
@@ -31,8 +31,8 @@ struct GradModeScope {
 // Puts the random stream back where it was after the recomputation, so the numbers
 // drawn after backward are those that would be drawn without checkpointing.
 struct RngRestore {
-  RngState saved = get_rng_state();
-  ~RngRestore() { set_rng_state(saved); }
+  GeneratorState saved = default_generator().get_state();
+  ~RngRestore() { default_generator().set_state(saved); }
 };
 
 void recompute_rule(Node& n, const Grads& g, Grads& gi) {
@@ -54,7 +54,7 @@ void recompute_rule(Node& n, const Grads& g, Grads& gi) {
   std::vector<Tensor> outs;
   {
     RngRestore after;
-    set_rng_state(st.rng);
+    default_generator().set_state(st.rng);
     GradModeScope recording(true);
     outs = st.fn(inputs);
   }
@@ -82,7 +82,7 @@ std::vector<Tensor> checkpoint(CheckpointFn fn, const std::vector<Tensor>& input
   if (!fn) fail(op.op, "fn is empty", op.site);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].defined()) fail(op.op, fmt::format("input {} is undefined", i), op.site);
-  RngState rng = get_rng_state();
+  GeneratorState rng = default_generator().get_state();
   std::vector<Tensor> outputs;
   {
     NoGradGuard inside_not_recorded;

@@ -177,6 +177,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 // ---- randomness in the graph
 // zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training
 Tensor dropout(const Tensor& x, double p, bool training = true, Site site = {});
+Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true, Site site = {});  // mask from gen
 
 // ---- indexing
 struct EmbeddingOptions {

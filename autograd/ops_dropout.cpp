@@ -1,4 +1,5 @@
-// Dropout: randomness in the graph. The mask comes from reel::rand, so a seed fixes it.
+// Dropout: randomness in the graph. The mask comes from reel::rand on the given generator
+// (or the thread's default one), so a seed, or a restored generator state, fixes it.
 #include <cmath>
 
 #include "op_support.h"
@@ -8,7 +9,7 @@ namespace reel {
 
 // y = x m, m_i = [u_i >= p] / (1 - p) with u_i ~ U[0, 1); dx = g m.
 // Identity (x itself) when !training or p == 0; p == 1 gives zeros.
-Tensor dropout(const Tensor& x, double p, bool training, Site site) {
+Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site site) {
   OpScope op("dropout", site);
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
@@ -18,7 +19,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Site site) {
   if (p == 1.0) {
     if (mask.numel()) backend_of(x).fill(mask, 0.0);
   } else if (mask.numel()) {
-    Tensor u = rand(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    Tensor u = rand(x.shape(), gen, {.dtype = x.dtype(), .device = x.device()});
     Tensor keep = new_tensor(x.shape(), DType::boolean, x.device());
     backend_of(x).unary(UnaryOp::ge_scalar, keep, u, p);
     backend_of(x).copy(mask, keep);
@@ -31,6 +32,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Site site) {
       }, {&x}, {&y}))
     n->save(mask);
   return y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Site site) {
+  return dropout(x, p, default_generator(), training, site);
 }
 
 }  // namespace reel

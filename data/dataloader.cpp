@@ -25,6 +25,8 @@ struct DataLoader::Run {
   std::vector<int64_t> order;
   int64_t batches;
   int64_t epoch;
+  GeneratorState shuffle;  // the generator's state before it drew `order` (with a generator)
+  int64_t taken;           // batches handed to the consumer (those before the first count)
 
   struct Slot {
     Example batch;
@@ -34,13 +36,15 @@ struct DataLoader::Run {
   std::condition_variable space;     // the consumer moved on: workers may make more
   std::condition_variable produced;  // a batch was filed
   std::map<int64_t, Slot> ready;
-  int64_t next_make = 0;  // the next batch number a worker claims
-  int64_t in_use = -1;    // the batch the consumer holds
+  int64_t next_make;  // the next batch number a worker claims
+  int64_t in_use;     // the batch the consumer holds
   bool stop = false;
   std::vector<std::thread> threads;
 
-  Run(const Dataset& dataset, const DataLoaderOptions& opt, std::vector<int64_t> order, int64_t batches, int64_t epoch)
-      : dataset(dataset), opt(opt), order(std::move(order)), batches(batches), epoch(epoch) {
+  Run(const Dataset& dataset, const DataLoaderOptions& opt, std::vector<int64_t> order, int64_t batches, int64_t epoch,
+      GeneratorState shuffle, int64_t first)
+      : dataset(dataset), opt(opt), order(std::move(order)), batches(batches), epoch(epoch), shuffle(shuffle),
+        taken(first), next_make(first), in_use(first - 1) {
     try {
       for (int w = 0; w < opt.workers; ++w) threads.emplace_back([this] { work(); });
     } catch (...) {
@@ -115,6 +119,7 @@ struct DataLoader::Run {
   }
 
   Example take(int64_t k) {
+    taken = k + 1;
     if (threads.empty()) return make(k);
     Slot slot;
     {
@@ -157,6 +162,9 @@ std::vector<int64_t> DataLoader::order(int64_t e) const {
                                 dataset_.size()));
     return idx;
   }
+  if (opt_.shuffle && opt_.generator)
+    throw Error(fmt::format("DataLoader::order({}): with a generator, an epoch's order is drawn from it when the "
+                            "epoch begins and cannot be computed ahead", e));
   std::vector<int64_t> idx(size_t(dataset_.size()));
   std::iota(idx.begin(), idx.end(), int64_t(0));
   if (opt_.shuffle) {
@@ -169,9 +177,43 @@ std::vector<int64_t> DataLoader::order(int64_t e) const {
 DataLoader::Iterator DataLoader::begin() {
   run_.reset();  // joins the workers of an epoch left unfinished
   batches_ = count_batches();  // the dataset may have changed size since the last epoch
-  run_ = std::make_unique<Run>(dataset_, opt_, order(epoch_), batches_, epoch_);
+  int64_t first = resume_batch_;
+  if (first > batches_)
+    throw Error(fmt::format("DataLoader: the loaded state resumes epoch {} at batch {}, but an epoch has {} batches "
+                            "(a different dataset or batch size?)", epoch_, first, batches_));
+  std::vector<int64_t> idx;
+  GeneratorState shuffle{};
+  if (opt_.shuffle && opt_.generator) {
+    // mid-epoch resume: the same order again from a copy, leaving the user's generator
+    // where the checkpoint put it (after the draw); else a fresh draw from it
+    Generator resumed;
+    resumed.set_state(resume_shuffle_);
+    Generator& gen = first > 0 ? resumed : *opt_.generator;
+    shuffle = gen.get_state();
+    idx = randperm(dataset_.size(), gen).to_vector<int64_t>();
+  } else {
+    idx = order(epoch_);
+  }
+  run_ = std::make_unique<Run>(dataset_, opt_, std::move(idx), batches_, epoch_, shuffle, first);
   ++epoch_;
-  return Iterator(run_.get(), 0);
+  resume_batch_ = 0;
+  return Iterator(run_.get(), first);
+}
+
+DataLoaderState DataLoader::state() const {
+  if (!run_) return {.epoch = epoch_, .batch = resume_batch_, .shuffle = resume_batch_ ? resume_shuffle_ : GeneratorState{}};
+  if (run_->taken >= run_->batches) return {.epoch = run_->epoch + 1, .batch = 0};
+  return {.epoch = run_->epoch, .batch = run_->taken, .shuffle = run_->shuffle};
+}
+
+void DataLoader::load_state(const DataLoaderState& state) {
+  if (state.epoch < 0 || state.batch < 0)
+    throw Error(fmt::format("DataLoader::load_state: expected epoch and batch >= 0, got epoch {} batch {}", state.epoch,
+                            state.batch));
+  run_.reset();
+  epoch_ = state.epoch;
+  resume_batch_ = state.batch;
+  resume_shuffle_ = state.shuffle;
 }
 
 DataLoader::Iterator::Iterator(Run* run, int64_t index) : run_(run), index_(index) {

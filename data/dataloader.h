@@ -6,7 +6,16 @@
 //     for (data::Example& batch : loader) train_step(batch.data, batch.target);
 //
 // - Order: with shuffle, epoch e visits a permutation drawn from (seed, e): the same
-//   seed gives the same sequence of epochs, whatever the number of workers.
+//   seed gives the same sequence of epochs, whatever the number of workers. With a
+//   `generator`, each epoch's permutation is instead randperm drawn from it when the
+//   epoch begins (as PyTorch's DataLoader(generator=)).
+// - Resume: state() is where the loader stands (the next batch: its epoch and index,
+//   and what that epoch's order was drawn from); load_state() on a loader made with
+//   the same dataset and options makes the next begin() continue from there, in the
+//   middle of an epoch too, with the same order and batches. Take state() after the
+//   batches it counts have been used: every batch the iterator has handed out counts.
+//   (Leaving a range-for early abandons the epoch: the next begin() starts a new one;
+//   loader.load_state(loader.state()) first continues the abandoned one instead.)
 // - Workers: with workers > 0, background threads gather batches (get_batch), run
 //   the transform and copy to `device` while the current batch trains; at most
 //   `prefetch` batches are ready or in the making ahead of the one in use. Batches
@@ -41,6 +50,17 @@ struct DataLoaderOptions {
   std::function<Example(Example batch, uint64_t seed)> transform = nullptr;  // optional, per batch
   // Optional: the epoch's order comes from it (not with shuffle); it must outlive the loader.
   const Sampler* sampler = nullptr;
+  Generator* generator = nullptr;  // with shuffle: the orders' source (must outlive the loader)
+};
+
+// Where a loader stands: the next batch is batch `batch` of epoch `epoch` (0-based).
+struct DataLoaderState {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  // With a generator, mid-epoch (batch > 0): its state just before it drew this
+  // epoch's order, to draw the same order again. Otherwise unused.
+  GeneratorState shuffle = {};
+  bool operator==(const DataLoaderState&) const = default;
 };
 
 class DataLoader {
@@ -56,7 +76,13 @@ class DataLoader {
   int64_t epoch() const { return epoch_; }   // epochs started so far
   const DataLoaderOptions& options() const { return opt_; }
   // The example order of epoch `e` (what shuffle gives), for inspection and tests.
+  // With a generator, orders exist only once drawn: this throws Error.
   std::vector<int64_t> order(int64_t e) const;
+
+  // Where the loader stands, and going back there (see Resume above). load_state
+  // stops an epoch in progress (its iterators are then invalid).
+  DataLoaderState state() const;
+  void load_state(const DataLoaderState& state);
 
   struct Run;  // one epoch in progress: its order, its workers and their batches
   class Iterator {
@@ -82,7 +108,8 @@ class DataLoader {
   };
 
   // Starts the next epoch (stopping one still in progress, whose iterators are then
-  // invalid) and returns its first batch.
+  // invalid) and returns its first batch; after load_state, continues the epoch the
+  // state is in from its next batch.
   Iterator begin();
   Iterator end() { return Iterator(nullptr, batches_); }
 
@@ -92,6 +119,8 @@ class DataLoader {
   DataLoaderOptions opt_;
   int64_t batches_ = 0;
   int64_t epoch_ = 0;
+  int64_t resume_batch_ = 0;         // where the next begin() starts epoch_ (load_state)
+  GeneratorState resume_shuffle_{};  // and what its order is drawn from, with a generator
   std::unique_ptr<Run> run_;
 };
 

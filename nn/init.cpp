@@ -44,19 +44,21 @@ Fans calculate_fans(const Tensor& t) {
   return {t.shape()[1] * receptive, t.shape()[0] * receptive};
 }
 
-Tensor& uniform_(Tensor& t, double a, double b) {
+Tensor& uniform_(Tensor& t, double a, double b, Generator& gen) {
   check_floating("uniform_", t);
   if (!(a <= b)) throw Error(fmt::format("nn::init::uniform_: expected a <= b, got [{}, {}]", a, b));
   NoGradGuard guard;
-  return reel::uniform_(t, a, b);
+  return reel::uniform_(t, a, b, gen);
 }
+Tensor& uniform_(Tensor& t, double a, double b) { return init::uniform_(t, a, b, default_generator()); }
 
-Tensor& normal_(Tensor& t, double mean, double std) {
+Tensor& normal_(Tensor& t, double mean, double std, Generator& gen) {
   check_floating("normal_", t);
   if (!(std >= 0)) throw Error(fmt::format("nn::init::normal_: std must be >= 0, got {}", std));
   NoGradGuard guard;
-  return reel::normal_(t, mean, std);
+  return reel::normal_(t, mean, std, gen);
 }
+Tensor& normal_(Tensor& t, double mean, double std) { return init::normal_(t, mean, std, default_generator()); }
 
 Tensor& constant_(Tensor& t, double value) {
   if (!t.defined()) throw Error("nn::init::constant_: the tensor is undefined");
@@ -67,32 +69,36 @@ Tensor& constant_(Tensor& t, double value) {
 Tensor& zeros_(Tensor& t) { return constant_(t, 0.0); }
 Tensor& ones_(Tensor& t) { return constant_(t, 1.0); }
 
-Tensor& xavier_uniform_(Tensor& t, double gain) {
+Tensor& xavier_uniform_(Tensor& t, double gain, Generator& gen) {
   check_floating("xavier_uniform_", t);
   Fans f = calculate_fans(t);
   double a = gain * std::sqrt(6.0 / double(f.fan_in + f.fan_out));
-  return init::uniform_(t, -a, a);
+  return init::uniform_(t, -a, a, gen);
 }
+Tensor& xavier_uniform_(Tensor& t, double gain) { return xavier_uniform_(t, gain, default_generator()); }
 
-Tensor& xavier_normal_(Tensor& t, double gain) {
+Tensor& xavier_normal_(Tensor& t, double gain, Generator& gen) {
   check_floating("xavier_normal_", t);
   Fans f = calculate_fans(t);
-  return init::normal_(t, 0.0, gain * std::sqrt(2.0 / double(f.fan_in + f.fan_out)));
+  return init::normal_(t, 0.0, gain * std::sqrt(2.0 / double(f.fan_in + f.fan_out)), gen);
 }
+Tensor& xavier_normal_(Tensor& t, double gain) { return xavier_normal_(t, gain, default_generator()); }
 
-Tensor& kaiming_uniform_(Tensor& t, KaimingOptions opt) {
+Tensor& kaiming_uniform_(Tensor& t, KaimingOptions opt, Generator& gen) {
   check_floating("kaiming_uniform_", t);
   int64_t n = fan(t, opt.mode);
   if (n == 0) return t;  // an empty tensor: nothing to fill (PyTorch warns)
   double bound = calculate_gain(opt.nonlinearity, opt.a) * std::sqrt(3.0 / double(n));
-  return init::uniform_(t, -bound, bound);
+  return init::uniform_(t, -bound, bound, gen);
 }
+Tensor& kaiming_uniform_(Tensor& t, KaimingOptions opt) { return kaiming_uniform_(t, opt, default_generator()); }
 
-Tensor& kaiming_normal_(Tensor& t, KaimingOptions opt) {
+Tensor& kaiming_normal_(Tensor& t, KaimingOptions opt, Generator& gen) {
   check_floating("kaiming_normal_", t);
   int64_t n = fan(t, opt.mode);
   if (n == 0) return t;
-  return init::normal_(t, 0.0, calculate_gain(opt.nonlinearity, opt.a) / std::sqrt(double(n)));
+  return init::normal_(t, 0.0, calculate_gain(opt.nonlinearity, opt.a) / std::sqrt(double(n)), gen);
 }
+Tensor& kaiming_normal_(Tensor& t, KaimingOptions opt) { return kaiming_normal_(t, opt, default_generator()); }
 
 }  // namespace reel::nn::init

@@ -1,6 +1,7 @@
 // Initialisers, as torch.nn.init: each fills a tensor in place (without recording,
-// even on a parameter that requires grad) from reel's seedable generator, and
-// returns it.
+// even on a parameter that requires grad) and returns it. The random ones draw from
+// the Generator given last (as PyTorch's generator=), else from the thread's default
+// generator (tensor/generator.h).
 //
 //   nn::init::kaiming_normal_(conv.weight, {.mode = nn::init::FanMode::fan_out,
 //                                          .nonlinearity = nn::init::Nonlinearity::relu});
@@ -27,15 +28,19 @@ struct Fans {
 Fans calculate_fans(const Tensor& t);
 
 Tensor& uniform_(Tensor& t, double a = 0.0, double b = 1.0);
+Tensor& uniform_(Tensor& t, double a, double b, Generator& gen);
 Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0);
+Tensor& normal_(Tensor& t, double mean, double std, Generator& gen);
 Tensor& constant_(Tensor& t, double value);
 Tensor& zeros_(Tensor& t);
 Tensor& ones_(Tensor& t);
 
 // U(-a, a), a = gain sqrt(6 / (fan_in + fan_out))
 Tensor& xavier_uniform_(Tensor& t, double gain = 1.0);
+Tensor& xavier_uniform_(Tensor& t, double gain, Generator& gen);
 // N(0, std^2), std = gain sqrt(2 / (fan_in + fan_out))
 Tensor& xavier_normal_(Tensor& t, double gain = 1.0);
+Tensor& xavier_normal_(Tensor& t, double gain, Generator& gen);
 
 struct KaimingOptions {
   double a = 0.0;  // negative slope of the leaky_relu that follows
@@ -44,7 +49,9 @@ struct KaimingOptions {
 };
 // U(-bound, bound), bound = gain(nonlinearity, a) sqrt(3 / fan)
 Tensor& kaiming_uniform_(Tensor& t, KaimingOptions opt = {});
+Tensor& kaiming_uniform_(Tensor& t, KaimingOptions opt, Generator& gen);
 // N(0, std^2), std = gain(nonlinearity, a) / sqrt(fan)
 Tensor& kaiming_normal_(Tensor& t, KaimingOptions opt = {});
+Tensor& kaiming_normal_(Tensor& t, KaimingOptions opt, Generator& gen);
 
 }  // namespace reel::nn::init

@@ -277,12 +277,12 @@ std::string LayerNorm::extra_repr() const {
 }
 
 // ---- Dropout, activations, Flatten
-Dropout::Dropout(double p) : p(p) {
+Dropout::Dropout(double p, Generator* generator) : p(p), generator(generator) {
   if (!(p >= 0 && p <= 1)) throw Error(fmt::format("Dropout: p must be in [0, 1], got {}", p));
 }
 Tensor Dropout::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  return dropout(x, p, is_training());
+  return dropout(x, p, generator ? *generator : default_generator(), is_training());
 }
 std::string Dropout::extra_repr() const { return fmt::format("p={}", p); }
 

@@ -163,13 +163,16 @@ class LayerNorm : public Module {
 
 // Zeroes elements with probability p and scales the rest by 1/(1-p) in training;
 // the identity in eval.
+// Masks come from `generator` when set (it must outlive the module), else from the
+// default generator of the thread that calls forward.
 class Dropout : public Module {
  public:
-  explicit Dropout(double p = 0.5);
+  explicit Dropout(double p = 0.5, Generator* generator = nullptr);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Dropout"; }
   std::string extra_repr() const override;
   double p;
+  Generator* generator;
 };
 
 // Activations: elementwise, y has x's shape (more in nn/activations.h). GELU is

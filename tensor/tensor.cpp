@@ -11,7 +11,6 @@
 
 #include "backend.h"
 #include "philox.h"
-#include "rng_state.h"
 
 namespace reel {
 
@@ -275,81 +274,99 @@ Tensor arange(double start, double end, double step, Options opt, Site site) {
 Tensor arange(int64_t end, Options opt, Site site) { return arange(0.0, double(end), 1.0, opt, site); }
 
 // ---- random numbers
-namespace {
-std::atomic<uint64_t> g_seed{0x5eed5eedULL};
-std::atomic<uint64_t> g_offset[2] = {0, 0};  // per device type: blocks consumed
+uint64_t Generator::take(Device device, uint64_t blocks) {
+  uint64_t& offset = device.is_cpu() ? state_.cpu_offset : state_.cuda_offset;
+  uint64_t first = offset;
+  offset += blocks;
+  return first;
+}
 
-uint64_t reserve(Device d, uint64_t blocks) { return g_offset[int(d.type)].fetch_add(blocks); }
+namespace {
+// SplitMix64's finaliser: unrelated seeds for threads 1, 2, ... from the process seed
+uint64_t thread_seed(uint64_t ordinal) {
+  if (ordinal == 0) return Generator::kDefaultSeed;
+  uint64_t z = Generator::kDefaultSeed + ordinal * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+std::atomic<uint64_t> g_threads_drawn{0};  // threads whose default generator exists
 }  // namespace
 
-void manual_seed(uint64_t seed) {
-  g_seed = seed;
-  g_offset[0] = 0;
-  g_offset[1] = 0;
+Generator& default_generator() {
+  thread_local Generator g(thread_seed(g_threads_drawn.fetch_add(1)));
+  return g;
 }
 
-RngState get_rng_state() { return {g_seed.load(), {g_offset[0].load(), g_offset[1].load()}}; }
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
-void set_rng_state(const RngState& state) {
-  g_seed = state.seed;
-  g_offset[0] = state.offset[0];
-  g_offset[1] = state.offset[1];
-}
-
-Tensor& uniform_(Tensor& t, double low, double high, Site site) {
+Tensor& uniform_(Tensor& t, double low, double high, Generator& gen, Site site) {
   if (!t.is_floating_point())
     fail("uniform_", fmt::format("expected a floating-point tensor, got {}", dtype_name(t.dtype())), site);
-  uint64_t off = reserve(t.device(), philox::uniform_blocks(uint64_t(t.numel())));
-  backend_for(t.device()).fill_uniform(t, low, high, g_seed.load(), off);
+  uint64_t off = gen.take(t.device(), philox::uniform_blocks(uint64_t(t.numel())));
+  backend_for(t.device()).fill_uniform(t, low, high, gen.seed(), off);
   t.storage()->bump_version();
   return t;
 }
+Tensor& uniform_(Tensor& t, double low, double high, Site site) {
+  return uniform_(t, low, high, default_generator(), site);
+}
 
-Tensor& normal_(Tensor& t, double mean, double std, Site site) {
+Tensor& normal_(Tensor& t, double mean, double std, Generator& gen, Site site) {
   if (!t.is_floating_point())
     fail("normal_", fmt::format("expected a floating-point tensor, got {}", dtype_name(t.dtype())), site);
-  uint64_t off = reserve(t.device(), philox::normal_blocks(uint64_t(t.numel())));
-  backend_for(t.device()).fill_normal(t, mean, std, g_seed.load(), off);
+  uint64_t off = gen.take(t.device(), philox::normal_blocks(uint64_t(t.numel())));
+  backend_for(t.device()).fill_normal(t, mean, std, gen.seed(), off);
   t.storage()->bump_version();
   return t;
 }
+Tensor& normal_(Tensor& t, double mean, double std, Site site) {
+  return normal_(t, mean, std, default_generator(), site);
+}
 
-Tensor rand(const Dims& shape, Options opt, Site site) {
+Tensor rand(const Dims& shape, Generator& gen, Options opt, Site site) {
   Tensor t = make_tensor(shape, opt.dtype, opt.device, "rand", site);
-  uniform_(t, 0.0, 1.0, site);
+  uniform_(t, 0.0, 1.0, gen, site);
   if (opt.requires_grad) t.requires_grad_(true, site);
   return t;
 }
+Tensor rand(const Dims& shape, Options opt, Site site) { return rand(shape, default_generator(), opt, site); }
 
-Tensor randn(const Dims& shape, Options opt, Site site) {
+Tensor randn(const Dims& shape, Generator& gen, Options opt, Site site) {
   Tensor t = make_tensor(shape, opt.dtype, opt.device, "randn", site);
-  normal_(t, 0.0, 1.0, site);
+  normal_(t, 0.0, 1.0, gen, site);
   if (opt.requires_grad) t.requires_grad_(true, site);
   return t;
 }
+Tensor randn(const Dims& shape, Options opt, Site site) { return randn(shape, default_generator(), opt, site); }
 
-Tensor randint(int64_t low, int64_t high, const Dims& shape, Options opt, Site site) {
+// Drawn on the host from the CPU stream whatever opt.device is, then copied: the same
+// numbers on every device.
+Tensor randint(int64_t low, int64_t high, const Dims& shape, Generator& gen, Options opt, Site site) {
   if (high <= low) fail("randint", fmt::format("expected low < high, got [{}, {})", low, high), site);
   int64_t n = check_shape("randint", shape, dtype_size(opt.dtype), site);
-  uint64_t off = reserve(kCPU, philox::uniform_blocks(uint64_t(n)));
+  uint64_t off = gen.take(kCPU, philox::uniform_blocks(uint64_t(n)));
   std::vector<int64_t> v(static_cast<size_t>(n));
   uint64_t range = uint64_t(high - low);
   for (int64_t i = 0; i < n; i += 4) {  // element i: word i % 4 of block off + i / 4, each block made once
-    philox::Block b = philox::generate(g_seed.load(), off + uint64_t(i) / 4);
+    philox::Block b = philox::generate(gen.seed(), off + uint64_t(i) / 4);
     for (int64_t k = 0; k < 4 && i + k < n; ++k) v[size_t(i + k)] = low + int64_t(b.w[k] % range);
   }
   Tensor t = make_tensor(shape, opt.dtype, kCPU, "randint", site);
   store(t.data_ptr(), opt.dtype, v);
   return finish(std::move(t), {.dtype = opt.dtype, .device = opt.device}, site);
 }
+Tensor randint(int64_t low, int64_t high, const Dims& shape, Options opt, Site site) {
+  return randint(low, high, shape, default_generator(), opt, site);
+}
 
-Tensor randperm(int64_t n, Options opt, Site site) {
+Tensor randperm(int64_t n, Generator& gen, Options opt, Site site) {
   if (n < 0) fail("randperm", fmt::format("expected n >= 0, got {}", n), site);
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = i;
-  uint64_t off = reserve(kCPU, uint64_t(n));
+  uint64_t off = gen.take(kCPU, uint64_t(n));
   for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
-    philox::Block b = philox::generate(g_seed.load(), off + uint64_t(i));
+    philox::Block b = philox::generate(gen.seed(), off + uint64_t(i));
     uint64_t r = (uint64_t(b.w[0]) << 32 | b.w[1]) % uint64_t(i + 1);
     std::swap(v[size_t(i)], v[size_t(r)]);
   }
@@ -357,6 +374,7 @@ Tensor randperm(int64_t n, Options opt, Site site) {
   store(t.data_ptr(), opt.dtype, v);
   return finish(std::move(t), {.dtype = opt.dtype, .device = opt.device}, site);
 }
+Tensor randperm(int64_t n, Options opt, Site site) { return randperm(n, default_generator(), opt, site); }
 
 // ---- printing, as PyTorch prints
 namespace {

@@ -16,6 +16,7 @@
 #include "device.h"
 #include "dtype.h"
 #include "error.h"
+#include "generator.h"
 #include "ref.h"
 #include "shape.h"
 #include "storage.h"
@@ -219,14 +220,21 @@ Tensor tensor(std::initializer_list<std::vector<double>> rows, Options opt = {},
 // Wraps caller-owned host memory without copying; the caller keeps it alive.
 Tensor from_blob(void* data, const Dims& shape, DType dtype, Site site = {});
 
-// ---- random numbers, from the device's seedable generator (Philox: the same
-// seed gives the same numbers on every device).
-void manual_seed(uint64_t seed);
+// ---- random numbers (Philox: the same seed gives the same numbers on every device).
+// Each draws from `gen` when given, else from this thread's default generator
+// (manual_seed, default_generator and the per-thread rule: tensor/generator.h).
 Tensor rand(const Dims& shape, Options opt = {}, Site site = {});   // U[0, 1)
+Tensor rand(const Dims& shape, Generator& gen, Options opt = {}, Site site = {});
 Tensor randn(const Dims& shape, Options opt = {}, Site site = {});  // N(0, 1)
+Tensor randn(const Dims& shape, Generator& gen, Options opt = {}, Site site = {});
 Tensor randint(int64_t low, int64_t high, const Dims& shape, Options opt = {.dtype = DType::i64}, Site site = {});
+Tensor randint(int64_t low, int64_t high, const Dims& shape, Generator& gen, Options opt = {.dtype = DType::i64},
+               Site site = {});
 Tensor randperm(int64_t n, Options opt = {.dtype = DType::i64}, Site site = {});
+Tensor randperm(int64_t n, Generator& gen, Options opt = {.dtype = DType::i64}, Site site = {});
 Tensor& uniform_(Tensor& t, double low, double high, Site site = {});
+Tensor& uniform_(Tensor& t, double low, double high, Generator& gen, Site site = {});
 Tensor& normal_(Tensor& t, double mean, double std, Site site = {});
+Tensor& normal_(Tensor& t, double mean, double std, Generator& gen, Site site = {});
 
 }  // namespace reel

@@ -312,6 +312,83 @@ TEST_CASE("DataLoader workers give the batches of workers = 0", "[data]") {
   CHECK(epoch_targets(parallel).size() == 11);
 }
 
+TEST_CASE("DataLoader shuffles from a Generator: each epoch a randperm drawn at begin()", "[data][random]") {
+  data::TensorDataset ds = counting(30);
+  Generator g(5);
+  data::DataLoader a(ds, {.batch_size = 7, .shuffle = true, .generator = &g});
+  auto a0 = epoch_targets(a), a1 = epoch_targets(a);
+  Generator ref(5);
+  for (const auto& epoch : {a0, a1}) {
+    std::vector<int64_t> all;
+    for (auto& batch : epoch) all.insert(all.end(), batch.begin(), batch.end());
+    CHECK(all == randperm(30, ref).to_vector<int64_t>());
+  }
+  CHECK(g.get_state() == ref.get_state());
+  CHECK_THAT(error_of([&] { a.order(0); }), Catch::Contains("with a generator"));
+}
+
+namespace {
+// The batches (targets) a loader gives from where it stands to the end of epoch `to_epoch`.
+std::vector<std::vector<int64_t>> targets_until(data::DataLoader& loader, int64_t to_epoch) {
+  std::vector<std::vector<int64_t>> out;
+  while (loader.epoch() <= to_epoch)
+    for (auto& b : loader) out.push_back(b.target.to_vector<int64_t>());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("DataLoader state resumes in the middle of an epoch with the same batches", "[data][checkpoint]") {
+  data::TensorDataset ds = counting(45);  // 7 batches of 7, the last of 3
+  for (int workers : {0, 2})
+    for (bool with_generator : {false, true}) {
+      INFO("workers " << workers << (with_generator ? ", generator" : ", seed"));
+      Generator g1(8), g2(8);
+      auto options = [&](Generator& g) {
+        return data::DataLoaderOptions{.batch_size = 7, .shuffle = true, .seed = 3, .workers = workers,
+                                       .generator = with_generator ? &g : nullptr};
+      };
+      data::DataLoader straight(ds, options(g1));
+      auto all = targets_until(straight, 2);  // epochs 0, 1, 2
+      REQUIRE(all.size() == 21);
+
+      data::DataLoader first(ds, options(g2));
+      CHECK(first.state() == data::DataLoaderState{});
+      epoch_targets(first);  // epoch 0
+      std::vector<std::vector<int64_t>> got = {};
+      int64_t k = 0;
+      for (auto& b : first) {  // 3 batches of epoch 1, then stop
+        got.push_back(b.target.to_vector<int64_t>());
+        if (++k == 3) break;
+      }
+      data::DataLoaderState s = first.state();
+      CHECK(s.epoch == 1);
+      CHECK(s.batch == 3);
+      GeneratorState g_after = g2.get_state();
+
+      // a new loader (a new process) with the generator's state restored continues
+      // at batch 3 of epoch 1
+      Generator g3(999);
+      g3.set_state(g_after);
+      data::DataLoader resumed(ds, options(g3));
+      resumed.load_state(s);
+      CHECK(resumed.state() == s);
+      std::vector<std::vector<int64_t>> rest;
+      int64_t index = 3;
+      for (auto it = resumed.begin(); it != resumed.end(); ++it, ++index) {
+        CHECK(it.index() == index);
+        rest.push_back(it->target.to_vector<int64_t>());
+      }
+      CHECK(resumed.state() == data::DataLoaderState{.epoch = 2, .batch = 0});
+      for (auto& b : targets_until(resumed, 2)) rest.push_back(b);
+      std::vector<std::vector<int64_t>> expect(all.begin() + 10, all.end());
+      CHECK(rest == expect);
+      if (with_generator) CHECK(g3.get_state() == g1.get_state());
+    }
+  data::DataLoader loader(ds, {.batch_size = 7});
+  loader.load_state({.epoch = 0, .batch = 9});
+  CHECK_THAT(error_of([&] { loader.begin(); }), Catch::Contains("resumes epoch 0 at batch 9, but an epoch has 7 batches"));
+}
+
 TEST_CASE("DataLoader rethrows an error made in a worker at its batch", "[data]") {
   struct Faulty : data::Dataset {
     int64_t size() const override { return 20; }

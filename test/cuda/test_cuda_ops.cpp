@@ -126,6 +126,21 @@ TEST_CASE("random fills give the CPU's numbers for the same seed", "[cuda][rando
   CHECK(cuda_test::close(ng.cpu(), nc, 1e-5, 1e-6) == "");  // normals: logf/cosf may differ in the last bits
 }
 
+TEST_CASE("a Generator's CUDA stream gives its CPU stream's numbers, and its state restores both", "[cuda][random]") {
+  Generator cpu(17), gpu(17);
+  Tensor uc = rand({1001}, cpu), dc = dropout(ones({300}), 0.3, cpu);
+  Tensor ug = rand({1001}, gpu, {.device = cuda_test::kGpu});
+  Tensor dg = dropout(ones({300}, {.device = cuda_test::kGpu}), 0.3, gpu);
+  CHECK(cuda_test::close(ug.cpu(), uc, 0, 0) == "");
+  CHECK(cuda_test::close(dg.cpu(), dc, 0, 0) == "");
+  // each device type has its own offset: the GPU draws left the CPU stream at 0
+  CHECK(gpu.get_state() == GeneratorState{.seed = 17, .cpu_offset = 0, .cuda_offset = cpu.get_state().cpu_offset});
+  GeneratorState s = gpu.get_state();
+  Tensor next = randn({77}, gpu, {.device = cuda_test::kGpu});
+  gpu.set_state(s);
+  CHECK(cuda_test::close(randn({77}, gpu, {.device = cuda_test::kGpu}).cpu(), next.cpu(), 0, 0) == "");
+}
+
 TEST_CASE("reductions match the CPU", "[cuda][reduce]") {
   manual_seed(4);
   Tensor x = leaf({6, 7, 8}), big = leaf({3, 1 << 18}), nchw = leaf({8, 16, 32, 32});

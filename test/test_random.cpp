@@ -1,0 +1,198 @@
+// Generators (tensor/generator.h): per-thread default generators, Generator objects
+// taken by every random op, and their states saved and restored.
+#include <catch2/catch.hpp>
+#include <reel/reel.h>
+#include <reel/tensor/philox.h>
+
+#include <barrier>
+#include <thread>
+#include <vector>
+
+using namespace reel;
+
+namespace {
+
+std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+
+// Draws of every kind, in a fixed order, from `g` (or the default generator).
+std::vector<std::vector<float>> draws(Generator* g, int rounds, std::barrier<>* sync = nullptr) {
+  std::vector<std::vector<float>> out;
+  for (int r = 0; r < rounds; ++r) {
+    if (sync) sync->arrive_and_wait();  // the two threads' draws interleave
+    out.push_back(values(g ? rand({37}, *g) : rand({37})));
+    out.push_back(values(g ? randn({5, 3}, *g) : randn({5, 3})));
+    Tensor i = g ? randint(0, 1000, {9}, *g) : randint(0, 1000, {9});
+    out.push_back(values(i.to(DType::f32)));
+    Tensor p = g ? randperm(11, *g) : randperm(11);
+    out.push_back(values(p.to(DType::f32)));
+  }
+  return out;
+}
+
+struct Net : nn::Module {
+  nn::Linear fc1{6, 16};
+  nn::Dropout drop{0.3};
+  nn::Linear fc2{16, 2};
+  Net() {
+    register_module("fc1", fc1);
+    register_module("drop", drop);
+    register_module("fc2", fc2);
+  }
+  Tensor forward(const Tensor& x) override { return fc2(drop(relu(fc1(x)))); }
+};
+
+// Seeds this thread, builds a net (init from the thread's generator) and trains it with
+// dropout for `steps` steps; the weights it ends with.
+std::vector<float> train_with_dropout(uint64_t seed, int steps, std::barrier<>* sync = nullptr) {
+  manual_seed(seed);
+  Net net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  Generator data(1000 + seed);  // the batches, apart from the default generator
+  for (int s = 0; s < steps; ++s) {
+    if (sync) sync->arrive_and_wait();
+    Tensor x = randn({8, 6}, data);
+    Tensor y = randint(0, 2, {8}, data);
+    opt.zero_grad();
+    cross_entropy(net(x), y).backward();
+    opt.step();
+  }
+  std::vector<float> w = values(net.fc1.weight);
+  for (float v : values(net.fc2.weight)) w.push_back(v);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("a Generator's streams are the Philox blocks of its seed from offset 0", "[random]") {
+  Generator g(123);
+  std::vector<float> u = values(rand({6}, g));
+  for (int i = 0; i < 6; ++i) CHECK(u[size_t(i)] == philox::to_unit(philox::generate(123, uint64_t(i) / 4).w[i % 4]));
+  CHECK(g.get_state() == GeneratorState{.seed = 123, .cpu_offset = 2, .cuda_offset = 0});
+  // the next draw continues at block 2
+  CHECK(values(rand({1}, g))[0] == philox::to_unit(philox::generate(123, 2).w[0]));
+  // the default generator seeded alike gives the same numbers
+  manual_seed(123);
+  CHECK(values(rand({6})) == u);
+  CHECK(default_generator().get_state() == GeneratorState{.seed = 123, .cpu_offset = 2});
+  g.manual_seed(123);
+  CHECK(g.get_state() == GeneratorState{.seed = 123});
+}
+
+TEST_CASE("Generator states round-trip: set_state repeats every kind of draw", "[random]") {
+  Generator g(9);
+  (void)randn({13}, g);  // somewhere in the middle of the stream
+  GeneratorState s = g.get_state();
+  auto first = draws(&g, 2);
+  Tensor w = empty({4, 5});
+  nn::init::kaiming_uniform_(w, {}, g);
+  Tensor d = dropout(ones({50}), 0.5, g);
+  GeneratorState end = g.get_state();
+  CHECK(end != s);
+
+  g.set_state(s);
+  CHECK(draws(&g, 2) == first);
+  Tensor w2 = empty({4, 5});
+  nn::init::kaiming_uniform_(w2, {}, g);
+  CHECK(values(w2) == values(w));
+  CHECK(values(dropout(ones({50}), 0.5, g)) == values(d));
+  CHECK(g.get_state() == end);
+
+  // a copy of the state in another Generator continues the same way
+  Generator h;
+  h.set_state(s);
+  CHECK(draws(&h, 2) == first);
+
+  // the default generator's state too
+  manual_seed(4);
+  (void)rand({3});
+  GeneratorState ds = default_generator().get_state();
+  auto a = draws(nullptr, 1);
+  Tensor m = dropout(ones({40}), 0.25);
+  default_generator().set_state(ds);
+  CHECK(draws(nullptr, 1) == a);
+  CHECK(values(dropout(ones({40}), 0.25)) == values(m));
+}
+
+TEST_CASE("ops given a Generator leave the default generator alone", "[random]") {
+  manual_seed(5);
+  GeneratorState before = default_generator().get_state();
+  Generator g(5);
+  (void)rand({10}, g);
+  (void)randn({10}, g);
+  (void)randint(0, 3, {10}, g);
+  (void)randperm(10, g);
+  Tensor t = empty({3, 3});
+  uniform_(t, 0, 1, g);
+  normal_(t, 0, 1, g);
+  nn::init::uniform_(t, -1, 1, g);
+  nn::init::normal_(t, 0, 1, g);
+  nn::init::xavier_uniform_(t, 1.0, g);
+  nn::init::xavier_normal_(t, 1.0, g);
+  nn::init::kaiming_normal_(t, {}, g);
+  (void)dropout(ones({10}), 0.5, g);
+  nn::Dropout drop(0.5, &g);
+  (void)drop(ones({10}));
+  CHECK(default_generator().get_state() == before);
+  CHECK(g.get_state().cpu_offset > 0);
+  // and a Dropout module with no generator of its own draws from the default one
+  nn::Dropout plain(0.5);
+  (void)plain(ones({10}));
+  CHECK(default_generator().get_state() != before);
+}
+
+TEST_CASE("two threads that each seed and draw get their own reproducible numbers", "[random][threads]") {
+  // what each thread should see: its seed's stream, as a Generator of that seed gives it
+  Generator g1(1), g2(2);
+  auto want1 = draws(&g1, 20), want2 = draws(&g2, 20);
+  REQUIRE(want1 != want2);
+  std::vector<std::vector<float>> got1, got2;
+  std::barrier<> sync(2);
+  std::thread a([&] {
+    manual_seed(1);
+    sync.arrive_and_wait();  // both seeded before either draws
+    got1 = draws(nullptr, 20, &sync);
+  });
+  std::thread b([&] {
+    manual_seed(2);
+    sync.arrive_and_wait();
+    got2 = draws(nullptr, 20, &sync);
+  });
+  a.join();
+  b.join();
+  CHECK(got1 == want1);
+  CHECK(got2 == want2);
+}
+
+TEST_CASE("another thread's draws do not move this thread's default generator", "[random][threads]") {
+  manual_seed(11);
+  std::vector<float> first = values(rand({8}));
+  std::vector<float> other;
+  std::thread t([&] { other = values(rand({1000})); });  // never seeded: its own stream
+  t.join();
+  std::vector<float> second = values(rand({8}));
+  Generator g(11);
+  CHECK(first == values(rand({8}, g)));
+  CHECK(second == values(rand({8}, g)));
+  // an unseeded thread's generator starts from a seed of its own, not from this one's
+  std::vector<float> other2;
+  std::thread t2([&] { other2 = values(rand({1000})); });
+  t2.join();
+  CHECK(other != other2);
+  CHECK(std::vector<float>(other.begin(), other.begin() + 8) != first);
+}
+
+TEST_CASE("two threads training with dropout are reproducible", "[random][threads]") {
+  // alone, one after the other...
+  std::vector<float> alone1 = train_with_dropout(21, 30);
+  std::vector<float> alone2 = train_with_dropout(22, 30);
+  REQUIRE(alone1 != alone2);
+  // ...and at the same time, step for step, on two threads
+  std::vector<float> both1, both2;
+  std::barrier<> sync(2);
+  std::thread a([&] { both1 = train_with_dropout(21, 30, &sync); });
+  std::thread b([&] { both2 = train_with_dropout(22, 30, &sync); });
+  a.join();
+  b.join();
+  CHECK(both1 == alone1);
+  CHECK(both2 == alone2);
+}
