@@ -113,6 +113,10 @@ void check_floating(const OpScope& op, const Tensor& t, const char* what);
 void check_dim(const OpScope& op, const Tensor& t, int expected, const char* what);
 void check_dtype(const OpScope& op, const Tensor& t, DType expected, const char* what);
 void check_nonempty(const OpScope& op, const Tensor& t, const char* what);
+// Losses: input and target of one shape, device and floating dtype; the reduction.
+void check_loss_pair(const OpScope& op, const Tensor& input, const Tensor& target);
+enum class Reduction : uint8_t;
+Tensor reduce_losses(const Tensor& losses, Reduction r);
 // "[2, 3] f32 cpu"
 std::string describe(const Tensor& t);
 

@@ -82,27 +82,6 @@ Tensor reduce_rows(const Tensor& losses, const Tensor& labels, const CrossEntrop
   return div(sum(losses), sum(ne(labels, double(opt.ignore_index))).to(losses.dtype()));  // counted on the device
 }
 
-Tensor reduce_all(const Tensor& losses, Reduction r) {
-  switch (r) {
-    case Reduction::none: return losses;
-    case Reduction::sum: return sum(losses);
-    case Reduction::mean: break;
-  }
-  return mean(losses);
-}
-
-void check_pair(const OpScope& op, const Tensor& input, const Tensor& target) {
-  check_defined(op, input, "the input");
-  check_defined(op, target, "the target");
-  check_same_device(op, input, target);
-  check_floating(op, input, "the input");
-  if (!(input.shape() == target.shape()))
-    fail(op.op, fmt::format("expected input and target of one shape, got input {} and target {}",
-                            input.shape().str(), target.shape().str()), op.site);
-  if (input.dtype() != target.dtype())
-    fail(op.op, fmt::format("expected input and target of one dtype, got input {} and target {}", describe(input),
-                            describe(target)), op.site);
-}
 
 // The rows whose label is not ignore_index (valid), and the labels with ignored rows
 // pointing at class 0 (safe), so a lookup by label stays in range; callers zero those rows.
@@ -228,8 +207,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptio
 // loss = (input - target)^2; composed of sub and square
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, Site site) {
   OpScope op("mse_loss", site);
-  check_pair(op, input, target);
-  return reduce_all(square(sub(input, target)), reduction);
+  check_loss_pair(op, input, target);
+  return reduce_losses(square(sub(input, target)), reduction);
 }
 
 // loss = w ((1 - t) x + l softplus(-x)), l = 1 + (pw - 1) t (weight w and pos_weight pw
@@ -239,7 +218,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BCEWithLogitsOptions opt,
                                         Site site) {
   OpScope op("binary_cross_entropy_with_logits", site);
-  check_pair(op, logits, target);
+  check_loss_pair(op, logits, target);
   auto check_factor = [&](const Tensor& f, const char* what) {
     if (!f.defined()) return Tensor();
     check_same_device(op, logits, f);
@@ -291,12 +270,35 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
     n->save(w);
     n->save(pw);
   }
-  return reduce_all(losses, opt.reduction);
+  return reduce_losses(losses, opt.reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
                                         Site site) {
   return binary_cross_entropy_with_logits(logits, target, BCEWithLogitsOptions{.reduction = reduction}, site);
+}
+
+// ---- shared by the losses here and in nn/losses.cpp (declared in op_support.h)
+Tensor reduce_losses(const Tensor& losses, Reduction r) {
+  switch (r) {
+    case Reduction::none: return losses;
+    case Reduction::sum: return sum(losses);
+    case Reduction::mean: break;
+  }
+  return mean(losses);
+}
+
+void check_loss_pair(const OpScope& op, const Tensor& input, const Tensor& target) {
+  check_defined(op, input, "the input");
+  check_defined(op, target, "the target");
+  check_same_device(op, input, target);
+  check_floating(op, input, "the input");
+  if (!(input.shape() == target.shape()))
+    fail(op.op, fmt::format("expected input and target of one shape, got input {} and target {}",
+                            input.shape().str(), target.shape().str()), op.site);
+  if (input.dtype() != target.dtype())
+    fail(op.op, fmt::format("expected input and target of one dtype, got input {} and target {}", describe(input),
+                            describe(target)), op.site);
 }
 
 }  // namespace reel

@@ -14,28 +14,6 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-Tensor reduce(const Tensor& losses, Reduction r) {
-  switch (r) {
-    case Reduction::none: return losses;
-    case Reduction::sum: return sum(losses);
-    case Reduction::mean: break;
-  }
-  return mean(losses);
-}
-
-void check_pair(const OpScope& op, const Tensor& input, const Tensor& target) {
-  check_defined(op, input, "the input");
-  check_defined(op, target, "the target");
-  check_same_device(op, input, target);
-  check_floating(op, input, "the input");
-  if (!(input.shape() == target.shape()))
-    fail(op.op, fmt::format("expected input and target of one shape, got input {} and target {}",
-                            input.shape().str(), target.shape().str()), op.site);
-  if (input.dtype() != target.dtype())
-    fail(op.op, fmt::format("expected input and target of one dtype, got input {} and target {}", describe(input),
-                            describe(target)), op.site);
-}
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // max(log(x), -100): PyTorch's clamp of BCE's logs
@@ -45,32 +23,32 @@ Tensor clamped_log(const Tensor& x) { return clamp(log(x), -100.0, kInf); }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, Site site) {
   OpScope op("l1_loss", site);
-  check_pair(op, input, target);
-  return reduce(abs(sub(input, target)), reduction);
+  check_loss_pair(op, input, target);
+  return reduce_losses(abs(sub(input, target)), reduction);
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options opt, Site site) {
   OpScope op("smooth_l1_loss", site);
-  check_pair(op, input, target);
+  check_loss_pair(op, input, target);
   if (!(opt.beta >= 0)) fail(op.op, fmt::format("expected beta >= 0, got {}", opt.beta), op.site);
   Tensor d = abs(sub(input, target));
-  if (opt.beta == 0) return reduce(d, opt.reduction);  // PyTorch's special case: the L1 loss
+  if (opt.beta == 0) return reduce_losses(d, opt.reduction);  // PyTorch's special case: the L1 loss
   Tensor quadratic = mul(square(d), 0.5 / opt.beta);
-  return reduce(where(lt(d, opt.beta), quadratic, sub(d, 0.5 * opt.beta)), opt.reduction);
+  return reduce_losses(where(lt(d, opt.beta), quadratic, sub(d, 0.5 * opt.beta)), opt.reduction);
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, HuberOptions opt, Site site) {
   OpScope op("huber_loss", site);
-  check_pair(op, input, target);
+  check_loss_pair(op, input, target);
   if (!(opt.delta > 0)) fail(op.op, fmt::format("expected delta > 0, got {}", opt.delta), op.site);
   Tensor d = abs(sub(input, target));
   Tensor linear = mul(sub(d, 0.5 * opt.delta), opt.delta);
-  return reduce(where(lt(d, opt.delta), mul(square(d), 0.5), linear), opt.reduction);
+  return reduce_losses(where(lt(d, opt.delta), mul(square(d), 0.5), linear), opt.reduction);
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions opt, Site site) {
   OpScope op("kl_div", site);
-  check_pair(op, input, target);
+  check_loss_pair(op, input, target);
   Tensor losses;
   if (opt.log_target) {
     losses = mul(exp(target), sub(target, input));
@@ -95,7 +73,7 @@ Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions opt, Site 
 // dx = g (x - t) / max(x (1 - x), 1e-12) (PyTorch's rule), dt = g (log(1 - x) - log x) (clamped logs)
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOptions opt, Site site) {
   OpScope op("binary_cross_entropy", site);
-  check_pair(op, input, target);
+  check_loss_pair(op, input, target);
   if (opt.weight.defined()) {
     check_same_device(op, input, opt.weight);
     if (opt.weight.dim() > input.dim())
@@ -118,7 +96,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOption
     n->save(target);
   }
   if (opt.weight.defined()) losses = mul(losses, opt.weight);
-  return reduce(losses, opt.reduction);
+  return reduce_losses(losses, opt.reduction);
 }
 
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, CosineEmbeddingOptions opt,
@@ -146,7 +124,7 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y
   Tensor yy = y.dtype() == cos.dtype() ? y : y.to(cos.dtype());
   Tensor pos = where(eq(yy, 1.0), 1.0 - cos, zero);
   Tensor neg_part = where(eq(yy, -1.0), clamp(sub(cos, opt.margin), 0.0, kInf), zero);
-  return reduce(add(pos, neg_part), opt.reduction);
+  return reduce_losses(add(pos, neg_part), opt.reduction);
 }
 
 }  // namespace reel::nn::functional
