@@ -15,8 +15,15 @@ for i in $(seq 1 32); do
   "$saver" loop "$link" > "$work/out" & pid=$!
   # it checks what the previous one left, then saves; once its first save is done, kill
   # it 0-99 ms later: at any point of a save
-  for _ in $(seq 1 1000); do grep -q saving "$work/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
-  grep -q "a whole checkpoint" "$work/out" || { wait "$pid"; echo "before kill $i: the checkpoint is not whole"; exit 1; }
+  # (a save fsyncs: on a busy disk the first one may take seconds, so wait up to ~2 minutes)
+  for _ in $(seq 1 12000); do grep -q saving "$work/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
+  if ! grep -q saving "$work/out"; then
+    kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    echo "before kill $i: the saver never finished its first save: $(cat "$work/out")"; exit 1
+  fi
+  # never wait for a looping saver: it only ends when killed
+  grep -q "a whole checkpoint" "$work/out" || { kill -KILL "$pid"; wait "$pid" 2>/dev/null;
+    echo "before kill $i: the checkpoint is not whole"; exit 1; }
   sleep "0.0$(printf '%02d' $((RANDOM % 100)))"
   kill -KILL "$pid"; wait "$pid" 2>/dev/null
   n=$(temps)
