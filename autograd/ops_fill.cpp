@@ -45,7 +45,9 @@ Tensor linspace(double start, double end, int64_t steps, Options opt, Site site)
   auto fill = [&]<typename T>() {
     const T a = T(start), b = T(end), step = steps > 1 ? (b - a) / T(steps - 1) : T(0);
     for (int64_t i = 0; i < steps; ++i)
-      v[size_t(i)] = double(i < steps / 2 ? a + step * T(i) : b - step * T(steps - 1 - i));
+      // fused multiply-adds, as PyTorch's vectorised kernel computes them (and whatever the
+      // compiler's contraction setting: a Debug build gave a 1-ulp different value)
+      v[size_t(i)] = double(i < steps / 2 ? std::fma(step, T(i), a) : std::fma(-step, T(steps - 1 - i), b));
   };
   if (opt.dtype == DType::f64) fill.template operator()<double>();
   else fill.template operator()<float>();
