@@ -17,6 +17,7 @@ cmake --build "$build" -j "$(nproc)" --target reel
 if grep -q '^REEL_CUDA:BOOL=ON' "$build/CMakeCache.txt"; then
   # REEL_NVCC set to not-found skips the search, as a machine without the toolkit finds nothing
   nocuda_path=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v cuda | paste -sd: -)
+  rm -rf "$build-nocuda"  # a cached REEL_CUDA=ON from an earlier configure would survive
   PATH="$nocuda_path" cmake -S . -B "$build-nocuda" -G "Unix Makefiles" "${opts[@]}" -DREEL_NVCC=REEL_NVCC-NOTFOUND
   grep -q '^REEL_CUDA:BOOL=OFF' "$build-nocuda/CMakeCache.txt"
 fi
