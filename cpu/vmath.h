@@ -33,16 +33,9 @@ inline float exp_f32(float x0) {
   return std::bit_cast<float>((std::bit_cast<uint32_t>(e) & ~(below | nan)) | (b0 & nan));
 }
 
-// ln x for f32 (Cephes logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m by a
-// degree-9 polynomial in m - 1); about 1 ulp for normal x > 0. +inf and NaN come back
-// as they are; 0, negatives and subnormals are outside its domain (callers: sums >= 1).
-inline float log_f32(float x0) {
-  uint32_t b0 = std::bit_cast<uint32_t>(x0);
-  float e = float(int32_t(b0 >> 23) - 126);
-  float m = std::bit_cast<float>((b0 & 0x007fffffu) | 0x3f000000u);  // in [0.5, 1)
-  uint32_t small = 0u - uint32_t(std::bit_cast<uint32_t>(m) < 0x3f3504f3u);  // m < sqrt(1/2): use 2m, e - 1
-  e -= float(small & 1u);
-  float x = m - 1.0f + std::bit_cast<float>(std::bit_cast<uint32_t>(m) & small);
+// ln(1 + x) + e ln 2 for x = m - 1, m in [sqrt(1/2), sqrt(2)): Cephes logf's degree-9
+// polynomial, the core of log_f32 and log_any_f32.
+inline float log_poly_f32(float x, float e) {
   float z = x * x;
   float y = 7.0376836292e-2f;
   y = y * x - 1.1514610310e-1f;
@@ -56,7 +49,20 @@ inline float log_f32(float x0) {
   y = y * x * z;
   y += e * -2.12194440e-4f;
   y += -0.5f * z;
-  float r = x + y + e * 0.693359375f;
+  return x + y + e * 0.693359375f;
+}
+
+// ln x for f32 (Cephes logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m by a
+// degree-9 polynomial in m - 1); about 1 ulp for normal x > 0. +inf and NaN come back
+// as they are; 0, negatives and subnormals are outside its domain (callers: sums >= 1).
+inline float log_f32(float x0) {
+  uint32_t b0 = std::bit_cast<uint32_t>(x0);
+  float e = float(int32_t(b0 >> 23) - 126);
+  float m = std::bit_cast<float>((b0 & 0x007fffffu) | 0x3f000000u);  // in [0.5, 1)
+  uint32_t small = 0u - uint32_t(std::bit_cast<uint32_t>(m) < 0x3f3504f3u);  // m < sqrt(1/2): use 2m, e - 1
+  e -= float(small & 1u);
+  float x = m - 1.0f + std::bit_cast<float>(std::bit_cast<uint32_t>(m) & small);
+  float r = log_poly_f32(x, e);
   uint32_t special = 0u - uint32_t((b0 & 0x7fffffffu) >= 0x7f800000u);
   return std::bit_cast<float>((std::bit_cast<uint32_t>(r) & ~special) | (b0 & special));
 }
@@ -108,20 +114,7 @@ inline float log_any_f32(float x0) {
   uint32_t small = f32_mask(f32_bits(m) < 0x3f3504f3u);
   e -= f32_from(small & f32_bits(1.0f));
   float x = m - 1.0f + f32_from(f32_bits(m) & small);
-  float z = x * x;
-  float y = 7.0376836292e-2f;
-  y = y * x - 1.1514610310e-1f;
-  y = y * x + 1.1676998740e-1f;
-  y = y * x - 1.2420140846e-1f;
-  y = y * x + 1.4249322787e-1f;
-  y = y * x - 1.6668057665e-1f;
-  y = y * x + 2.0000714765e-1f;
-  y = y * x - 2.4999993993e-1f;
-  y = y * x + 3.3333331174e-1f;
-  y = y * x * z;
-  y += e * -2.12194440e-4f;
-  y += -0.5f * z;
-  float r = x + y + e * 0.693359375f;
+  float r = log_poly_f32(x, e);
   uint32_t zero = f32_mask((b0 & 0x7fffffffu) == 0), neg = f32_mask(b0 > 0x80000000u);
   uint32_t special = f32_mask((b0 & 0x7fffffffu) >= 0x7f800000u);  // inf, NaN: as they are
   r = f32_select(special, x0, r);
