@@ -10,36 +10,11 @@
 #include "../autograd/grad_mode.h"
 #include "../tensor/backend.h"
 #include "init.h"
+#include "layer_checks.h"
 
 namespace reel::nn {
 
-namespace {
-// Forward errors carry the site of the module call (each forward opens at_caller_site()).
-const Site kNoSite{nullptr, 0};
-
-void check_positive(const char* layer, const char* what, int64_t v) {
-  if (v <= 0) throw Error(fmt::format("{}: {} must be positive, got {}", layer, what, v));
-}
-void check_positive(const char* layer, const char* what, Size2 v) {
-  if (v.h <= 0 || v.w <= 0) throw Error(fmt::format("{}: {} must be positive, got ({}, {})", layer, what, v.h, v.w));
-}
-void check_nonnegative(const char* layer, const char* what, Size2 v) {
-  if (v.h < 0 || v.w < 0) throw Error(fmt::format("{}: {} must be >= 0, got ({}, {})", layer, what, v.h, v.w));
-}
-std::string pair_str(Size2 s) { return fmt::format("({}, {})", s.h, s.w); }
-const char* py_bool(bool b) { return b ? "True" : "False"; }
-
-// PyTorch's default for Linear and Conv: weight kaiming_uniform(a = sqrt 5), which is
-// U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias from the same range.
-void default_init(Tensor& weight, Tensor& bias) {
-  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
-  if (bias.defined()) {
-    int64_t fan_in = init::calculate_fans(weight).fan_in;
-    double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
-    init::uniform_(bias, -bound, bound);
-  }
-}
-}  // namespace
+using namespace detail;
 
 // ---- Linear
 Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions opt)
