@@ -120,10 +120,11 @@ bool activation_unary(UnaryOp op, const Tensor& out, const Tensor& x, double da,
   if (!owns(op) && !(f32 && has_vector_kernel(op, false))) return false;
   if (f32 && has_vector_kernel(op, false)) {
     const float a = float(da), b = float(db);
+    const bool stream = streaming_output(out);
     for_each_row<float, const float>(out.shape(), {&out, &x}, [&](auto p, auto st, int64_t n) {
       float* o = std::get<0>(p);
       const float* v = std::get<1>(p);
-      if (st[0] == 1 && st[1] == 1) return vector_unary(op, o, v, n, a, b);
+      if (st[0] == 1 && st[1] == 1) return vector_unary(op, o, v, n, a, b, stream);
       for (int64_t i = 0; i < n; ++i) o[i * st[0]] = act<float>(op, v[i * st[1]], a, b);
     });
     return true;
@@ -139,11 +140,12 @@ void CpuBackend::unary_backward(UnaryOp op, const Tensor& out, const Tensor& g, 
   if (!owns(op)) throw Error(fmt::format("unary_backward: op {} is not an activation", int(op)));
   if (x.dtype() == DType::f32 && has_vector_kernel(op, true)) {
     const float a = float(da), b = float(db);
+    const bool stream = streaming_output(out);
     for_each_row<float, const float, const float>(out.shape(), {&out, &g, &x}, [&](auto p, auto st, int64_t n) {
       float* o = std::get<0>(p);
       const float* gv = std::get<1>(p);
       const float* v = std::get<2>(p);
-      if (st[0] == 1 && st[1] == 1 && st[2] == 1) return vector_unary_backward(op, o, gv, v, n, a, b);
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1) return vector_unary_backward(op, o, gv, v, n, a, b, stream);
       for (int64_t i = 0; i < n; ++i) o[i * st[0]] = gv[i * st[1]] * act_grad<float>(op, v[i * st[2]], a, b);
     });
     return;

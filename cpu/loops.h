@@ -6,8 +6,10 @@
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
 
 #include "../tensor/backend.h"
+#include "stream_store.h"
 
 namespace reel::cpu {
 
@@ -104,10 +106,13 @@ void for_each_row(const Dims& shape, std::array<const Tensor*, sizeof...(T)> ts,
 // out[i] = f(x[i]) with Out and In element types.
 template <typename Out, typename In, typename F>
 void map1(const Tensor& out, const Tensor& x, F f) {
+  const bool stream = streaming_output(out);
   for_each_row<Out, const In>(out.shape(), {&out, &x}, [&](auto p, auto st, int64_t n) {
     Out* o = std::get<0>(p);
     const In* a = std::get<1>(p);
     if (st[0] == 1 && st[1] == 1) {
+      if constexpr (std::is_same_v<Out, float>)
+        if (stream) return stream_map_f32(o, n, [&](int64_t i) { return f(a[i]); });
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
     } else {
@@ -121,11 +126,14 @@ void map1(const Tensor& out, const Tensor& x, F f) {
 // both cases keep a vectorised loop.
 template <typename Out, typename In, typename F>
 void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  const bool stream = streaming_output(out);
   for_each_row<Out, const In, const In>(out.shape(), {&out, &a, &b}, [&](auto p, auto st, int64_t n) {
     Out* o = std::get<0>(p);
     const In* x = std::get<1>(p);
     const In* y = std::get<2>(p);
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+      if constexpr (std::is_same_v<Out, float>)
+        if (stream) return stream_map_f32(o, n, [&](int64_t i) { return f(x[i], y[i]); });
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
     } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {

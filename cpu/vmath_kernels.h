@@ -12,9 +12,10 @@ namespace reel::cpu {
 // Whether `op` has a kernel: exp, log, tanh, sigmoid, gelu, gelu_tanh, erf, softplus,
 // silu forward; gelu, gelu_tanh, erf, softplus, silu backward.
 bool has_vector_kernel(UnaryOp op, bool backward);
-// out[i] = f(x[i]; a, b)
-void vector_unary(UnaryOp op, float* out, const float* x, int64_t n, float a, float b);
+// out[i] = f(x[i]; a, b); stream: write `out` with streaming stores (a large output, cpu/stream_store.h)
+void vector_unary(UnaryOp op, float* out, const float* x, int64_t n, float a, float b, bool stream);
 // out[i] = g[i] f'(x[i]; a, b)
-void vector_unary_backward(UnaryOp op, float* out, const float* g, const float* x, int64_t n, float a, float b);
+void vector_unary_backward(UnaryOp op, float* out, const float* g, const float* x, int64_t n, float a, float b,
+                           bool stream);
 
 }  // namespace reel::cpu

@@ -15,6 +15,7 @@ using namespace reel;
 namespace {
 
 constexpr double kSqrt1_2 = 0.70710678118654752440, kInvSqrt2Pi = 0.39894228040143267794;
+double max_diff_f32(const Tensor& a, const Tensor& b) { return sub(a, b).abs().max().item<double>(); }
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
 double gelu_tanh_u2(double x) { return 2 * 0.7978845608028654 * (x + 0.044715 * x * x * x); }
 
@@ -194,5 +195,35 @@ TEST_CASE("f32 transcendentals follow IEEE at inf and NaN as PyTorch does", "[vm
                    +[](const Tensor& t) { return gelu(t, "tanh"); }, +[](const Tensor& t) { return silu(t); },
                    +[](const Tensor& t) { return softplus(t); }})
       CHECK(std::isnan(at(f(x), 2)));
+  });
+}
+
+// Outputs of 16 MiB and more are written with streaming stores (cpu/stream_store.h), in
+// blocks through an L1 buffer: every element must equal the normal-store path's result,
+// including the unaligned heads and the tails of each thread's chunk.
+TEST_CASE("large outputs written with streaming stores equal the cached path", "[vmath][stream]") {
+  const int64_t n = (int64_t(4) << 20) + 1237;  // > 16 MiB of f32, odd length
+  manual_seed(11);
+  Tensor x = rand({n}) * 8.0 - 4.0, g = randn({n});
+  auto check_equal = [&](const char* what, const Tensor& big, auto small_of) {
+    INFO(what);
+    // pieces below the threshold, from offsets that are not 32-byte aligned
+    for (int64_t start : {int64_t(0), int64_t(3), n / 2 + 5, n - 4100}) {
+      Tensor piece = small_of(start, int64_t(4099));
+      CHECK(max_diff_f32(big.narrow(0, start, 4099), piece) == 0);
+    }
+  };
+  Tensor xs = x.narrow(0, 1, n - 1), gs = g.narrow(0, 1, n - 1);  // inputs off alignment too
+  Tensor e = exp(xs);
+  check_equal("exp", e, [&](int64_t s, int64_t m) { return exp(xs.narrow(0, s, m).contiguous()); });
+  Tensor ge = gelu(xs);
+  check_equal("gelu", ge, [&](int64_t s, int64_t m) { return gelu(xs.narrow(0, s, m).contiguous()); });
+  Tensor p = mul(gs, xs);
+  check_equal("mul", p, [&](int64_t s, int64_t m) { return mul(gs.narrow(0, s, m).contiguous(), xs.narrow(0, s, m).contiguous()); });
+  Tensor leaf = xs.detach().requires_grad_();
+  Tensor gx = autograd::grad({silu(leaf)}, {leaf}, {gs})[0];
+  check_equal("silu backward", gx, [&](int64_t s, int64_t m) {
+    Tensor l = xs.narrow(0, s, m).contiguous().requires_grad_();
+    return autograd::grad({silu(l)}, {l}, {gs.narrow(0, s, m).contiguous()})[0];
   });
 }
