@@ -185,9 +185,9 @@ void SummaryWriter::add_scalars(std::string_view main_tag, const std::vector<std
   for (char& c : base)
     if (c == '/') c = '_';
   for (const auto& [key, v] : values) {
-    auto& child = children_[key];
-    if (!child)
-      child = std::make_unique<SummaryWriter>((std::filesystem::path(logdir_) / (base + "_" + key)).string(), options_);
+    std::string folder = base + "_" + key;  // one writer per (main tag, key): "loss_train"
+    auto& child = children_[folder];
+    if (!child) child = std::make_unique<SummaryWriter>((std::filesystem::path(logdir_) / folder).string(), options_);
     child->add_scalar(main_tag, v, step);
   }
 }

@@ -75,7 +75,7 @@ class SummaryWriter {
   SummaryWriterOptions options_;
   std::FILE* out_ = nullptr;
   double last_flush_ = 0;
-  std::map<std::string, std::unique_ptr<SummaryWriter>> children_;  // add_scalars' writers
+  std::map<std::string, std::unique_ptr<SummaryWriter>> children_;  // add_scalars' writers, by folder
 };
 
 }  // namespace reel

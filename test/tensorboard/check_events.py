@@ -54,11 +54,14 @@ def main():
     got = acc.Scalars("loss/train")
     assert [e.step for e in got] == list(range(len(want))), [e.step for e in got]
     assert np.array_equal(np.array([e.value for e in got], np.float32), want)
-    for key, factor in (("train", 1), ("test", 2)):
-        sub = load(os.path.join(logdir, f"loss_{key}"))
-        vals = sub.Scalars("loss")
-        assert np.array_equal(np.array([e.value for e in vals], np.float32),
-                              np.array(np.array(exp["scalars"]) * factor, np.float32)), key
+    s = np.array(exp["scalars"])
+    for folder, tag, values in (("loss_train", "loss", s), ("loss_test", "loss", 2 * s), ("acc_top1_train", "acc/top1", 1 - s)):
+        sub = load(os.path.join(logdir, folder))
+        assert sub.Tags()["scalars"] == [tag], (folder, sub.Tags())
+        vals = sub.Scalars(tag)
+        assert np.array_equal(np.array([e.value for e in vals], np.float32), np.array(values, np.float32)), folder
+    assert sorted(d for d in os.listdir(logdir) if os.path.isdir(os.path.join(logdir, d))) == \
+        ["acc_top1_train", "loss_test", "loss_train"]
 
     for tag, values, bins, step in (("fc.weight", np.array(exp["histogram"]), 20, 3),
                                     ("constant", np.full(10, 0.25), 5, 4)):

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     scalars.push_back(v);
     tb.add_scalar("loss/train", v, step);
     tb.add_scalars("loss", {{"train", v}, {"test", 2 * v}}, step);
+    tb.add_scalars("acc/top1", {{"train", 1 - v}}, step);  // a second group with a key of the first
   }
   reel::Tensor w = reel::randn({64, 33});
   tb.add_histogram("fc.weight", w, 3, 20);
