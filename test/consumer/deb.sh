@@ -24,6 +24,9 @@ prefix=$work/root/usr
 cmake -S "$here" -B "$work/cmake" -G "$generator" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$work/cmake" > /dev/null
 LD_LIBRARY_PATH=$prefix/lib "$work/cmake/consumer"
+if [ -x "$work/cmake/consumer_onnx" ]; then
+  (cd "$work" && LD_LIBRARY_PATH=$prefix/lib "$work/cmake/consumer_onnx")
+fi
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 echo "pkg-config: $(pkg-config --cflags --libs reel)"
