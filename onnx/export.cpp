@@ -61,6 +61,8 @@ class Tracer {
     value_info(g_.add_output(), name, t, batch);
   }
   void op(const debug::OpRecord& r);
+  // An op inside a depth-0 op: kept until that op's own record arrives (after them).
+  void nested(const debug::OpRecord& r) { nested_.push_back(r); }
 
  private:
   static void value_info(::onnx::ValueInfoProto* v, const std::string& name, const Tensor& t, const std::string& batch) {
@@ -137,6 +139,11 @@ class Tracer {
   }
   void gelu(const debug::OpRecord& r, bool tanh_form);
   void reshape(const debug::OpRecord& r);
+  void squeeze(const debug::OpRecord& r);
+  void rnn(const debug::OpRecord& r);
+  // `input`: the value the layer reads (its entry holds a contiguous copy of it)
+  std::string rnn_layer(const debug::OpRecord& layer, const std::string& input, std::vector<std::string>& states);
+  std::vector<debug::OpRecord> nested_;
 
   ::onnx::GraphProto& g_;
   int opset_;
@@ -190,8 +197,124 @@ void Tracer::reshape(const debug::OpRecord& r) {
   add("Reshape", {value(x, r.name() + "'s input"), constant_ints(shape)}, {out(y, "reshape")});
 }
 
+// Squeeze / Unsqueeze with the one axis that turns the input's shape into the output's.
+void Tracer::squeeze(const debug::OpRecord& r) {
+  const Tensor &x = r.inputs[0], &y = r.outputs[0];
+  bool sq = std::string_view(r.op) == "squeeze";
+  const Tensor &longer = sq ? x : y, &shorter = sq ? y : x;
+  if (longer.dim() != shorter.dim() + 1) return reshape(r);  // squeeze() of every size-1 dim
+  for (int k = 0; k < longer.dim(); ++k) {
+    if (longer.size(k) != 1) continue;
+    Dims rest;
+    for (int d = 0; d < longer.dim(); ++d)
+      if (d != k) rest.push_back(longer.size(d));
+    if (rest != shorter.shape()) continue;
+    if (k == 0 && !sq) unsupported(r, "it adds a dimension before the batch dimension");
+    add(sq ? "Squeeze" : "Unsqueeze", {value(x, r.name() + "'s input"), constant_ints({k})}, {out(y, r.op)});
+    return;
+  }
+  unsupported(r, "no single axis turns " + x.shape().str() + " into " + y.shape().str());
+}
+
+// A recurrent layer (rnn()'s composite op: no tape entry of its own) from the ops it ran:
+// per layer one rnn_layer entry (inputs x, h0, c0, w_ih, w_hh, b_ih, b_hh; ints mode,
+// reverse, T, B, I, H, bias), the batch_first transposes and the stacks of the final
+// states. Each layer becomes one ONNX GRU / LSTM / RNN op, the weights' gates reordered
+// from PyTorch's (r z n; i f g o) to ONNX's (z r h; i o f c). Zero initial states, one
+// direction and full-length sequences only.
+std::string Tracer::rnn_layer(const debug::OpRecord& layer, const std::string& input, std::vector<std::string>& states) {
+  const Node* n = layer.node;
+  RnnMode mode = RnnMode(n->ints[0]);
+  int64_t H = n->ints[5], I = n->ints[4];
+  if (n->ints[1]) unsupported(layer, "a reverse (bidirectional) direction");
+  for (size_t k : {1, 2})
+    if (layer.inputs[k].defined()) {
+      if (names_.count(layer.inputs[k].impl())) unsupported(layer, "an initial state given by the caller");
+      for (float v : layer.inputs[k].to_vector<float>())
+        if (v != 0) unsupported(layer, "a nonzero initial state");
+    }
+  // gate order: the PyTorch block each ONNX block comes from
+  std::vector<int> order = mode == RnnMode::gru ? std::vector<int>{1, 0, 2}
+                           : mode == RnnMode::lstm ? std::vector<int>{0, 3, 1, 2} : std::vector<int>{0};
+  int64_t G = int64_t(order.size());
+  auto reorder = [&](const Tensor& t, int64_t cols) {
+    std::vector<float> v = t.to_vector<float>(), o;
+    for (int g : order) o.insert(o.end(), v.begin() + g * H * cols, v.begin() + (g + 1) * H * cols);
+    return o;
+  };
+  std::vector<std::string> ins{input, constant_floats(reorder(layer.inputs[3], I), {1, G * H, I}),
+                               constant_floats(reorder(layer.inputs[4], H), {1, G * H, H})};
+  if (layer.inputs[5].defined()) {
+    std::vector<float> b = reorder(layer.inputs[5], 1), bh = reorder(layer.inputs[6], 1);
+    b.insert(b.end(), bh.begin(), bh.end());
+    ins.push_back(constant_floats(b, {1, 2 * G * H}));
+  }
+  std::string y = fresh("rnn_y"), yh = fresh("rnn_h"), yc = fresh("rnn_c");
+  std::vector<std::string> outs{y, yh};
+  if (mode == RnnMode::lstm) outs.push_back(yc);
+  auto* node = add(mode == RnnMode::gru ? "GRU" : mode == RnnMode::lstm ? "LSTM" : "RNN", ins, outs);
+  attr(node, "hidden_size", H);
+  if (mode == RnnMode::gru) attr(node, "linear_before_reset", int64_t(1));  // PyTorch's GRU
+  if (mode == RnnMode::rnn_tanh || mode == RnnMode::rnn_relu) {
+    auto* a = node->add_attribute();
+    a->set_name("activations");
+    a->set_type(::onnx::AttributeProto::STRINGS);
+    a->add_strings(mode == RnnMode::rnn_relu ? "Relu" : "Tanh");
+  }
+  // Y [T, 1, B, H] -> [T, B, H]; Y_h, Y_c [1, B, H] -> [B, H]
+  add("Squeeze", {y, constant_ints({1})}, {out(layer.outputs[0], "rnn_y")});
+  add("Squeeze", {yh, constant_ints({0})}, {out(layer.outputs[1], "rnn_h")});
+  if (mode == RnnMode::lstm) add("Squeeze", {yc, constant_ints({0})}, {out(layer.outputs[2], "rnn_c")});
+  states.push_back(yh);
+  if (mode == RnnMode::lstm) states.push_back(yc);
+  return y;
+}
+
+void Tracer::rnn(const debug::OpRecord& r) {
+  std::vector<std::string> states;  // per layer: Y_h (and Y_c), each [1, B, H]
+  std::string last;                 // the latest [T, B, F] value: the next layer's input
+  Dims last_shape;
+  int stacks = 0;
+  bool lstm = std::string_view(r.op) == "lstm";
+  for (const debug::OpRecord& c : nested_) {
+    std::string_view op = c.op;
+    bool known_input = !c.inputs.empty() && c.inputs[0].defined() && names_.count(c.inputs[0].impl());
+    if (op == r.op) {
+      if (!c.node) unsupported(r, "its layers were not recorded");
+      const Tensor& x = c.inputs[0];
+      std::string in = names_.count(x.impl()) ? names_[x.impl()] : last;
+      if (in.empty() || (!names_.count(x.impl()) && x.shape() != last_shape))
+        unsupported(r, "its layer's input " + x.shape().str() + " is not a traced value");
+      rnn_layer(c, in, states);
+      last = names_[c.outputs[0].impl()], last_shape = c.outputs[0].shape();
+    } else if (op == "transpose" && known_input && c.node && !c.outputs.empty()) {
+      // batch_first: [B, T, F] <-> [T, B, F]
+      last = out(c.outputs[0], "transpose"), last_shape = c.outputs[0].shape();
+      attr(add("Transpose", {names_[c.inputs[0].impl()]}, {last}), "perm", std::vector<int64_t>{1, 0, 2});
+    } else if (op == "stack" && !c.outputs.empty()) {
+      // h_n (then c_n for an LSTM): the layers' final states along a new first dim
+      size_t per = lstm ? 2 : 1, which = size_t(stacks++);
+      std::vector<std::string> parts;
+      for (size_t k = which; k < states.size(); k += per) parts.push_back(states[k]);
+      if (parts.size() != c.inputs.size()) unsupported(r, "its states do not match its layers");
+      attr(add("Concat", parts, {out(c.outputs[0], "rnn_state")}), "axis", int64_t(0));
+    } else if ((op == "narrow" || op == "squeeze") && !known_input) {
+      // the zero initial state's slices (checked in rnn_layer)
+    } else if (known_input || op == "cat" || op == "dropout" || op == "index_select" || op == "gather") {
+      unsupported(r, "the op " + std::string(op) + " inside it (an initial state, lengths, more directions, "
+                     "or dropout between layers in training mode)");
+    }
+  }
+  if (states.empty()) unsupported(r, "no recorded layer (does anything in it require grad?)");
+}
+
 void Tracer::op(const debug::OpRecord& r) {
+  struct Clear {  // the nested records belong to this op only
+    std::vector<debug::OpRecord>& v;
+    ~Clear() { v.clear(); }
+  } clear{nested_};
   const std::string op = r.op;
+  if (op == "gru" || op == "lstm" || op == "rnn_tanh" || op == "rnn_relu") return rnn(r);
   const Node* n = r.node;
   auto in = [&](size_t i) { return value(r.inputs.at(i), op + "'s input " + std::to_string(i)); };
   auto need_node = [&] {
@@ -299,14 +422,15 @@ void Tracer::op(const debug::OpRecord& r) {
     gelu(r, UnaryOp(n->ints[0]) == UnaryOp::gelu_tanh);
   } else if (op == "softmax" || op == "log_softmax") {
     attr(add(op == "softmax" ? "Softmax" : "LogSoftmax", {in(0)}, {out(y, op)}), "axis", n->ints[0]);
-  } else if (op == "reshape" || op == "view" || op == "squeeze" || op == "unsqueeze" || op == "flatten") {
+  } else if (op == "squeeze" || op == "unsqueeze") {
+    squeeze(r);
+  } else if (op == "reshape" || op == "view" || op == "flatten") {
     reshape(r);
   } else if (op == "transpose" || op == "permute") {
     std::vector<int64_t> perm(size_t(y.dim()));
     for (int d = 0; d < y.dim(); ++d) perm[d] = d;
     if (op == "transpose") std::swap(perm[n->ints[0]], perm[n->ints[1]]);
     else for (int d = 0; d < y.dim(); ++d) perm[n->dims[d]] = d;  // dims holds the inverse order
-    if (perm[0] != 0) unsupported(r, "it moves the batch dimension");
     attr(add("Transpose", {in(0)}, {out(y, op)}), "perm", perm);
   } else if ((op == "add" || op == "sub" || op == "mul" || op == "div") && r.inputs.size() == 2) {
     const char* type = op == "add" ? "Add" : op == "sub" ? "Sub" : op == "mul" ? "Mul" : "Div";
@@ -360,7 +484,9 @@ void export_model(nn::Module& module, const std::function<std::vector<Tensor>(co
     set_grad_enabled(true);
     std::thread::id me = std::this_thread::get_id();
     debug::HookHandle hook = debug::add_op_hook([&](const debug::OpRecord& r) {
-      if (std::this_thread::get_id() == me && r.phase == debug::Phase::forward && r.depth == 0) tracer.op(r);
+      if (std::this_thread::get_id() != me || r.phase != debug::Phase::forward) return;
+      if (r.depth == 0) tracer.op(r);
+      else if (r.depth == 1) tracer.nested(r);
     });
     try {
       outputs = forward(inputs);

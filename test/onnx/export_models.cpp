@@ -61,6 +61,31 @@ struct Tagger : nn::Module {
   Tensor forward(const Tensor& ids) override { return fc(embed(ids).flatten(1)); }
 };
 
+// samples/train_sequence_classifier.cpp's model: Embedding -> GRU (batch_first) -> h_n -> Linear
+struct SequenceClassifier : nn::Module {
+  nn::Embedding embed{16, 16};
+  nn::GRU gru{16, 32, {.batch_first = true}};
+  nn::Linear head{32, 2};
+  SequenceClassifier() { register_module("embed", embed), register_module("gru", gru), register_module("head", head); }
+  Tensor forward(const Tensor& ids) override {
+    nn::RNNOutput r = gru.forward(embed(ids), Tensor());
+    return head(r.h_n.squeeze(0));
+  }
+};
+
+// The other recurrent forms: a 2-layer LSTM (batch_first) into a time-major tanh RNN.
+struct Recurrent : nn::Module {
+  nn::LSTM lstm{5, 12, {.num_layers = 2, .batch_first = true}};
+  nn::RNN rnn{12, 7};
+  nn::Linear head{7, 3};
+  Recurrent() { register_module("lstm", lstm), register_module("rnn", rnn), register_module("head", head); }
+  Tensor forward(const Tensor& x) override {
+    Tensor y = lstm(x);                  // [B, T, 12]
+    Tensor z = rnn(y.transpose(0, 1));   // [T, B, 7]
+    return head(z.transpose(0, 1));      // [B, T, 3]
+  }
+};
+
 void write_raw(const std::string& path, const Tensor& t) {
   Tensor c = t.detach().cpu().contiguous();
   std::ofstream f(path, std::ios::binary);
@@ -111,6 +136,9 @@ int main(int argc, char** argv) {
   cases.push_back({"mixed", std::make_unique<Mixed>(), [](int64_t n) { return randn({n, 3, 8, 8}); }});
   cases.push_back({"tagger", std::make_unique<Tagger>(),
                    [](int64_t n) { return randint(0, 20, {n, 7}); }});
+  cases.push_back({"sequence_gru", std::make_unique<SequenceClassifier>(),
+                   [](int64_t n) { return randint(0, 16, {n, 11}); }});
+  cases.push_back({"recurrent", std::make_unique<Recurrent>(), [](int64_t n) { return randn({n, 6, 5}); }});
 
   std::ofstream manifest(dir + "/manifest.json");
   manifest << "[\n";
@@ -135,8 +163,16 @@ int main(int argc, char** argv) {
   manifest << "]\n";
 
   bool ok = true;
-  nn::GRU gru(4, 8, {.batch_first = true});
-  ok &= expect_refusal("GRU", [&] { onnx::export_model(gru, {randn({2, 5, 4})}, dir + "/gru.onnx"); }, "gru");
+  nn::GRU gru(4, 8, {.batch_first = true, .bidirectional = true});
+  ok &= expect_refusal("bidirectional GRU", [&] { onnx::export_model(gru, {randn({2, 5, 4})}, dir + "/gru.onnx"); },
+                       "op gru");
+  struct ScalarAdd : nn::Module {  // add's tape entry does not keep the scalar
+    nn::Linear fc{4, 4};
+    ScalarAdd() { register_module("fc", fc); }
+    Tensor forward(const Tensor& x) override { return fc(x) + 1.0; }
+  } scalar_add;
+  ok &= expect_refusal("add of a scalar", [&] { onnx::export_model(scalar_add, {randn({2, 4})}, dir + "/add.onnx"); },
+                       "op add");
   nn::Sequential train_mode{nn::Linear(4, 4), nn::Dropout(0.5)};
   ok &= expect_refusal("dropout in training mode",
                        [&] { onnx::export_model(train_mode, {randn({2, 4})}, dir + "/dropout.onnx"); }, "model.eval()");
