@@ -35,4 +35,6 @@
 #include "data/transforms.h"    // data::normalize, random_crop, random_horizontal_flip
 #include "data/sampler.h"       // data::RandomSampler, SubsetRandomSampler, WeightedRandomSampler, BatchSampler
 #include "data/dataset_ops.h"   // data::Subset, ConcatDataset, random_split, TransformDataset, Compose
+#include "log/summary_writer.h" // SummaryWriter: scalars, histograms, images, text for TensorBoard
+#include "log/png.h"            // encode_png, write_png: 8-bit images as PNG
 #include "checkpoint/checkpoint.h" // checkpoint::save/load: a whole training run (model, optimizer, scheduler, generators, loader position, step) in one file

@@ -13,17 +13,29 @@ rounds x reps timed repetitions (default 3 x 2 = 6). Ratios are reel's median ov
 the best peer environment's median. Every JSON line (with "env" and "round" added)
 is appended to --json; the floors come from the same run (peak sgemm from
 bench_w0_peak, bandwidth from W6 and W7). Last, bench/compile_time.sh.
+
+Raw results: the current run goes to bench/results/latest.jsonl, whose first line
+({"meta": ...}) records the command, the machine, the commit and the time; the run
+before it is moved to bench/results/history/<its start time>.jsonl first.
+A peer that is not installed (PyTorch for --python, the ref_*_libtorch programs,
+a reel program not built) is reported with the package to install and skipped.
 """
 import argparse
+import datetime
 import json
 import os
+import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LATEST = "bench/results/latest.jsonl"
+HISTORY = "bench/results/history"
+INSTALL_HINT = "scripts/install-deps.sh --bench"
 
 # The peers' environments: the default one, and one variant each.
 ENVS = {
@@ -74,13 +86,19 @@ def run(cmd, env_mod, jsonl, tag):
     fd, path = tempfile.mkstemp(suffix=".jsonl")
     os.close(fd)
     try:
-        p = subprocess.run(cmd + ["--json", path], env=env, cwd=ROOT, capture_output=True, text=True)
+        try:
+            p = subprocess.run(cmd + ["--json", path], env=env, cwd=ROOT, capture_output=True, text=True)
+        except OSError as e:  # checked beforehand; this is a program that vanished or cannot run
+            print(f"  SKIPPED: cannot start {cmd[0]}: {e}", file=sys.stderr)
+            return []
         if p.returncode != 0:
             print(f"  FAILED ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}", file=sys.stderr)
             return []
         recs = []
         with open(path) as f:
             for line in f:
+                if not line.strip():
+                    continue
                 r = json.loads(line)
                 r.update(tag)
                 recs.append(r)
@@ -210,6 +228,74 @@ def table(recs):
         print(f"  {wl:7} {metric:26} " + "; ".join(cells))
 
 
+def python_has_torch(python):
+    """None when `python` imports torch, else why not (never raises)."""
+    exe = shutil.which(python) if not os.path.isabs(python) else python
+    if not exe or not os.access(exe, os.X_OK):
+        return f"{python} not found"
+    try:
+        p = subprocess.run([exe, "-c", "import torch"], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{python} did not run: {e}"
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["exit status %d" % p.returncode])[-1]
+        return f"{python} cannot import torch ({last})"
+    return None
+
+
+def missing(what, why, fix):
+    print(f"missing peer: {what}: {why}\n  to get it: {fix}\n  carrying on without it", file=sys.stderr)
+
+
+def load_records(path):
+    with open(path) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    return [r for r in recs if "meta" not in r]
+
+
+def rotate_latest(jsonl):
+    """Moves the previous run's lines out of the way, named by the time that run started."""
+    if not os.path.exists(jsonl) or os.path.getsize(jsonl) == 0:
+        return
+    with open(jsonl) as f:
+        first = f.readline()
+    try:
+        stamp = json.loads(first)["meta"]["started"]
+    except (ValueError, KeyError, TypeError):
+        stamp = datetime.datetime.fromtimestamp(os.path.getmtime(jsonl), datetime.timezone.utc).isoformat()
+    stamp = stamp.replace(":", "").replace("+0000", "Z")[:17]
+    history = os.path.join(ROOT, HISTORY)
+    os.makedirs(history, exist_ok=True)
+    dest = os.path.join(history, f"{stamp}.jsonl")
+    n = 1
+    while os.path.exists(dest):
+        n += 1
+        dest = os.path.join(history, f"{stamp}_{n}.jsonl")
+    os.replace(jsonl, dest)
+    print(f"previous run moved to {os.path.relpath(dest, ROOT)}")
+
+
+def write_meta(jsonl, a):
+    def out(cmd):
+        try:
+            return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    meta = {"started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": " ".join(["bench/compare.py"] + sys.argv[1:]),
+            "commit": out(["git", "rev-parse", "--short", "HEAD"]), "cpu": cpu, "cores": os.cpu_count(),
+            "kernel": platform.release(), "python": a.python or "/usr/bin/python3", "device": a.device}
+    os.makedirs(os.path.dirname(jsonl), exist_ok=True)
+    with open(jsonl, "a") as f:
+        f.write(json.dumps({"meta": meta}) + "\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default="build-bench", help="reel's build directory (bench_* and ref_* programs)")
@@ -218,7 +304,8 @@ def main():
     p.add_argument("--reps", type=int, default=2, help="timed repetitions per run (W1/W2: epochs)")
     p.add_argument("--only", default="", help="comma-separated workloads, e.g. W1,W6")
     p.add_argument("--peer-envs", default=",".join(ENVS), help="peer environments to run")
-    p.add_argument("--json", default="bench/results.jsonl", help="file the JSON lines are appended to")
+    p.add_argument("--json", default=LATEST, help="file the JSON lines are appended to (the default one is "
+                   f"moved to {HISTORY}/ when a new run starts)")
     p.add_argument("--no-compile", action="store_true", help="skip bench/compile_time.sh")
     p.add_argument("--from-json", default="", help="only print the table of an earlier run's JSON lines")
     p.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: reel against PyTorch on that GPU")
@@ -228,8 +315,7 @@ def main():
     a = p.parse_args()
     gpu = a.device != "cpu"
     if a.from_json:
-        with open(a.from_json) as f:
-            recs = [json.loads(line) for line in f if line.strip()]
+        recs = load_records(a.from_json)
         if any(str(r.get("device", "")).startswith("cuda") for r in recs):
             import compare_gpu
             compare_gpu.gpu_table(recs)
@@ -237,26 +323,54 @@ def main():
             table(recs)
         return
     build = os.path.join(ROOT, a.build) if not os.path.isabs(a.build) else a.build
-    jsonl = os.path.abspath(a.json)
+    jsonl = os.path.abspath(os.path.join(ROOT, a.json) if a.json == LATEST else a.json)
+    if a.json == LATEST:
+        rotate_latest(jsonl)
+    write_meta(jsonl, a)
+    a.python = a.python or ("python3" if gpu else "/usr/bin/python3")
+    no_torch = python_has_torch(a.python)
+    if no_torch:
+        missing("PyTorch", no_torch, f"{INSTALL_HINT} (Debian's python3-torch), or --python with a venv's python")
+    bench_dir = os.path.join(build, "bench")
+    if not os.path.isdir(bench_dir):
+        missing("reel's benchmark programs", f"{bench_dir} does not exist",
+                f"cmake -S . -B {a.build} -G Ninja -DCMAKE_BUILD_TYPE=Release -DREEL_BUILD_BENCH=ON && "
+                f"ninja -C {a.build} bench/all")
     if gpu:
         import compare_gpu
-        a.python = a.python or "python3"
+        if no_torch:
+            a.python = None
         compare_gpu.gpu_table(compare_gpu.gpu_runs(a, build, jsonl, run))
         print(f"\nJSON lines appended to {jsonl}")
         return
     only = [w.strip().upper() for w in a.only.split(",") if w.strip()] or list(WORKLOADS)
+    unknown = [w for w in only if w not in WORKLOADS]
+    if unknown:
+        p.error(f"unknown workload(s) {','.join(unknown)}; known: {','.join(WORKLOADS)}")
     envs = [e for e in a.peer_envs.split(",") if e]
     common = ["--threads", str(a.threads), "--device", "cpu"]
-    recs = run([os.path.join(build, "bench", "bench_w0_peak"), "--reps", "5"] + common, {}, jsonl,
-               {"env": "default", "round": 0})
+    exists = lambda prog: os.path.isfile(os.path.join(bench_dir, prog))  # noqa: E731
+    recs = []
+    if exists("bench_w0_peak"):
+        recs += run([os.path.join(bench_dir, "bench_w0_peak"), "--reps", "5"] + common, {}, jsonl,
+                    {"env": "default", "round": 0})
+    no_libtorch = [WORKLOADS[wl][1] for wl in only if not exists(WORKLOADS[wl][1])]
+    if no_libtorch and os.path.isdir(bench_dir):
+        missing("libtorch", f"{', '.join(no_libtorch)} not built in {bench_dir}",
+                f"{INSTALL_HINT} (Debian's libtorch-dev), then reconfigure {a.build} with -DREEL_BUILD_BENCH=ON")
     for wl in only:
         reel, ref, py, extra = WORKLOADS[wl]
         extra = [x.format(reps=a.reps) for x in extra]
-        configs = [("reel", "default", [os.path.join(build, "bench", reel)])]
+        configs = []
+        if exists(reel):
+            configs.append(("reel", "default", [os.path.join(bench_dir, reel)]))
+        elif os.path.isdir(bench_dir):
+            print(f"{wl}: {reel} not built in {bench_dir}; skipping reel's side", file=sys.stderr)
         for env in envs:
-            configs.append(("pytorch", env, [a.python or "/usr/bin/python3",
-                                             os.path.join(ROOT, "bench/reference/workloads_pytorch.py"), py]))
-            configs.append(("libtorch", env, [os.path.join(build, "bench", ref)]))
+            if not no_torch:
+                configs.append(("pytorch", env, [a.python, os.path.join(ROOT, "bench/reference/workloads_pytorch.py"), py]))
+            if exists(ref):
+                configs.append(("libtorch", env, [os.path.join(bench_dir, ref)]))
         for rnd in range(1, a.rounds + 1):
             for sysname, env, cmd in configs:
                 print(f"{wl} round {rnd}: {sysname} ({env})", flush=True)

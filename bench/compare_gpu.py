@@ -35,8 +35,12 @@ def gpu_runs(a, build, jsonl, run):
     for wl in only:
         reel, py, extra, compiles = GPU_WORKLOADS[wl]
         extra = [x.format(reps=a.reps) for x in extra]
-        configs = [("reel", [os.path.join(build, "bench", reel)]), ("pytorch", [a.python, script, py])]
-        if compiles and not a.no_torch_compile:
+        configs = []
+        if os.path.isfile(os.path.join(build, "bench", reel)):
+            configs.append(("reel", [os.path.join(build, "bench", reel)]))
+        if a.python:  # None: compare.py found no PyTorch and said so
+            configs.append(("pytorch", [a.python, script, py]))
+        if a.python and compiles and not a.no_torch_compile:
             configs.append(("pytorch-compile", [a.python, script, py, "--compile"]))
         for rnd in range(1, a.rounds + 1):
             for sysname, cmd in configs:

@@ -1,10 +1,13 @@
 // Trains an MLP or a CNN on Fashion-MNIST, the way one would in PyTorch: a seeded
 // shuffling DataLoader whose worker prepares the next batches, Adam with a cosine
 // schedule, a progress bar, test accuracy after every epoch, then a checkpoint and
-// the curves as CSV and PNG.
+// the curves as CSV; a TensorBoard log of the losses, accuracies, learning rate,
+// weight histograms and a few test images as it trains.
 //
-//   train_fashion_mnist --model cnn --epochs 10 --out runs/cnn
-//   evaluate_fashion_mnist --model cnn --out runs/cnn
+//   train_fashion_mnist --model cnn --epochs 10 --out out/cnn --logdir runs/cnn
+//   tensorboard --logdir runs                        # while it trains
+//   scripts/plot_curves.py out/cnn/curves.csv        # out/cnn/curves.png, with matplotlib
+//   evaluate_fashion_mnist --model cnn --out out/cnn
 #include <reel/reel.h>
 
 #include <chrono>
@@ -13,7 +16,6 @@
 #include <fstream>
 
 #include "fashion_mnist.h"
-#include "plot.h"
 
 using namespace reel;
 using Clock = std::chrono::steady_clock;
@@ -21,8 +23,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const char* kUsage =
-    "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--data DIR] [--out DIR]\n"
-    "                           [--batch-size N] [--lr X] [--seed N] [--workers N] [--device cpu|cuda]\n";
+    "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--data DIR] [--out DIR] [--logdir DIR|none]\n"
+    "                           [--batch-size N] [--lr X] [--seed N] [--workers N] [--device cpu|cuda]\n"
+    "  --logdir: the TensorBoard log folder (default runs/train_fashion_mnist; none: no log)\n";
 
 struct EpochLog {
   double train_loss, train_acc, test_loss, test_acc, lr, seconds;
@@ -52,21 +55,12 @@ void write_curves(const std::filesystem::path& out, const std::vector<EpochLog>&
         << log[i].test_acc << ',' << log[i].lr << ',' << log[i].seconds << '\n';
   }
   std::filesystem::rename(tmp, out / "curves.csv");
-  std::vector<double> x, trl, tel, tra, tea;
-  for (size_t i = 0; i < log.size(); ++i) {
-    x.push_back(double(i + 1));
-    trl.push_back(log[i].train_loss), tel.push_back(log[i].test_loss);
-    tra.push_back(100 * log[i].train_acc), tea.push_back(100 * log[i].test_acc);
-  }
-  // left: loss, right: accuracy in %; blue: training set, orange: test set
-  plot::write_chart((out / "curves.png").string(), {plot::Panel{{{x, trl, plot::kBlue}, {x, tel, plot::kOrange}}},
-                                                    plot::Panel{{{x, tra, plot::kBlue}, {x, tea, plot::kOrange}}}});
 }
 
 int run(int argc, char** argv) {
   auto args = fashion::parse_args(argc, argv,
                                   {{"model", "mlp"}, {"epochs", "10"}, {"data", "/usr/share/datasets/fashion-mnist"},
-                                   {"out", "out"}, {"batch-size", "128"}, {"lr", "1e-3"}, {"seed", "1"},
+                                   {"out", "out"}, {"logdir", "runs/train_fashion_mnist"}, {"batch-size", "128"}, {"lr", "1e-3"}, {"seed", "1"},
                                    {"workers", "1"}, {"device", "cpu"}},
                                   kUsage);
   int epochs = std::stoi(args["epochs"]);
@@ -96,7 +90,18 @@ int run(int argc, char** argv) {
               model.parameters().size(), (long long)train_set.size(), (long long)test_set.size(),
               device.str().c_str());
 
+  std::string logdir = args["logdir"];
+  std::unique_ptr<SummaryWriter> tb;
+  if (logdir != "none") {
+    tb = std::make_unique<SummaryWriter>(logdir);
+    std::string config;
+    for (const auto& [key, value] : args) config += "- " + key + ": `" + value + "`\n";
+    tb->add_text("config", config, 0);
+    tb->add_image("test_images/first", clamp(test.images[0] * fashion::kStd + fashion::kMean, 0, 1), 0);
+  }
+
   std::vector<EpochLog> log;
+  int64_t global_step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     auto start = Clock::now();
     double lr = opt.lr();
@@ -119,6 +124,8 @@ int run(int argc, char** argv) {
       }
       seen += batch.data.size(0);
       ++step;
+      ++global_step;
+      if (tb && global_step % 50 == 0) tb->add_scalar("loss/train_step", loss.item<double>(), global_step);
       if (seconds_since(last_shown) > 0.25 || step == train_loader.size()) {
         shown_loss = loss_sum.item<double>() / double(seen);
         progress(epoch, epochs, step, train_loader.size(), shown_loss, double(seen) / seconds_since(start));
@@ -136,11 +143,19 @@ int run(int argc, char** argv) {
                 train_seconds, double(seen) / train_seconds);
     std::fflush(stdout);
     write_curves(out, log);
+    if (tb) {
+      const EpochLog& e = log.back();
+      tb->add_scalars("loss", {{"train", e.train_loss}, {"test", e.test_loss}}, epoch);
+      tb->add_scalars("accuracy", {{"train", e.train_acc}, {"test", e.test_acc}}, epoch);
+      tb->add_scalar("lr", lr, epoch);
+      for (auto& [name, p] : model.named_parameters()) tb->add_histogram(name, p, epoch);
+      tb->flush();
+    }
   }
   std::filesystem::path checkpoint = out / (args["model"] + ".safetensors");
   model.save(checkpoint.string());
-  std::printf("test accuracy %.2f%%; wrote %s, %s, %s\n", 100 * log.back().test_acc, checkpoint.c_str(),
-              (out / "curves.csv").c_str(), (out / "curves.png").c_str());
+  std::printf("test accuracy %.2f%%; wrote %s, %s%s%s\n", 100 * log.back().test_acc, checkpoint.c_str(),
+              (out / "curves.csv").c_str(), tb ? ", TensorBoard log in " : "", tb ? logdir.c_str() : "");
   return 0;
 }
 

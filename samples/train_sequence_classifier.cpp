@@ -4,9 +4,10 @@
 // tokens far apart decides it, so the GRU's state must carry "A seen" until B comes.
 // Embedding -> GRU (batch_first) -> the state after the last token -> Linear, Adam,
 // a progress bar, test accuracy after every epoch, then a checkpoint and the curves
-// as CSV and PNG (as train_fashion_mnist does).
+// as CSV, and a TensorBoard log (as train_fashion_mnist does).
 //
-//   train_sequence_classifier --epochs 3 --out runs/gru
+//   train_sequence_classifier --epochs 3 --out out/gru --logdir runs/gru
+//   scripts/plot_curves.py out/gru/curves.csv
 #include <reel/reel.h>
 
 #include <chrono>
@@ -16,7 +17,6 @@
 #include <random>
 
 #include "fashion_mnist.h"  // parse_args, parse_device
-#include "plot.h"
 
 using namespace reel;
 using Clock = std::chrono::steady_clock;
@@ -24,8 +24,10 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const char* kUsage =
-    "usage: train_sequence_classifier [--epochs N] [--out DIR] [--train N] [--test N] [--length T]\n"
-    "                                 [--hidden H] [--batch-size N] [--lr X] [--seed N] [--device cpu|cuda]\n";
+    "usage: train_sequence_classifier [--epochs N] [--out DIR] [--logdir DIR|none] [--train N] [--test N]\n"
+    "                                 [--length T] [--hidden H] [--batch-size N] [--lr X] [--seed N]\n"
+    "                                 [--device cpu|cuda]\n"
+    "  --logdir: the TensorBoard log folder (default runs/train_sequence_classifier; none: no log)\n";
 
 constexpr int64_t kVocab = 16, kA = 1, kB = 2;  // 0 unused, 3.. filler tokens
 
@@ -92,15 +94,6 @@ void write_curves(const std::filesystem::path& out, const std::vector<EpochLog>&
         << log[i].test_acc << ',' << log[i].seconds << '\n';
   }
   std::filesystem::rename(tmp, out / "curves.csv");
-  std::vector<double> x, trl, tel, tra, tea;
-  for (size_t i = 0; i < log.size(); ++i) {
-    x.push_back(double(i + 1));
-    trl.push_back(log[i].train_loss), tel.push_back(log[i].test_loss);
-    tra.push_back(100 * log[i].train_acc), tea.push_back(100 * log[i].test_acc);
-  }
-  // left: loss, right: accuracy in %; blue: training set, orange: test set
-  plot::write_chart((out / "curves.png").string(), {plot::Panel{{{x, trl, plot::kBlue}, {x, tel, plot::kOrange}}},
-                                                    plot::Panel{{{x, tra, plot::kBlue}, {x, tea, plot::kOrange}}}});
 }
 
 struct Score {
@@ -123,7 +116,7 @@ Score evaluate(Classifier& model, data::DataLoader& loader) {
 
 int run(int argc, char** argv) {
   auto args = fashion::parse_args(argc, argv,
-                                  {{"epochs", "3"}, {"out", "out_sequence"}, {"train", "20000"}, {"test", "2000"},
+                                  {{"epochs", "3"}, {"out", "out_sequence"}, {"logdir", "runs/train_sequence_classifier"}, {"train", "20000"}, {"test", "2000"},
                                    {"length", "150"}, {"hidden", "64"}, {"batch-size", "64"}, {"lr", "3e-3"},
                                    {"seed", "1"}, {"device", "cpu"}},
                                   kUsage);
@@ -147,7 +140,16 @@ int run(int argc, char** argv) {
   std::printf("%s\n%lld training and %lld test sequences of %lld tokens, %s\n", model.str().c_str(),
               (long long)train_set.size(), (long long)test_set.size(), (long long)T, device.str().c_str());
 
+  std::unique_ptr<SummaryWriter> tb;
+  if (args["logdir"] != "none") {
+    tb = std::make_unique<SummaryWriter>(args["logdir"]);
+    std::string config;
+    for (const auto& [key, value] : args) config += "- " + key + ": `" + value + "`\n";
+    tb->add_text("config", config, 0);
+  }
+
   std::vector<EpochLog> log;
+  int64_t global_step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     auto start = Clock::now(), last_shown = start;
     Tensor loss_sum, correct;  // on the device: the host reads them for the progress bar only
@@ -168,6 +170,8 @@ int run(int argc, char** argv) {
       }
       seen += batch.data.size(0);
       ++step;
+      ++global_step;
+      if (tb && global_step % 50 == 0) tb->add_scalar("loss/train_step", loss.item<double>(), global_step);
       if (seconds_since(last_shown) > 0.25 || step == train_loader.size()) {
         progress(epoch, epochs, step, train_loader.size(), loss_sum.item<double>() / double(seen),
                  double(correct.item<int64_t>()) / double(seen), double(seen) / seconds_since(start));
@@ -184,11 +188,18 @@ int run(int argc, char** argv) {
                 train_seconds, double(seen) / train_seconds);
     std::fflush(stdout);
     write_curves(out, log);
+    if (tb) {
+      const EpochLog& e = log.back();
+      tb->add_scalars("loss", {{"train", e.train_loss}, {"test", e.test_loss}}, epoch);
+      tb->add_scalars("accuracy", {{"train", e.train_acc}, {"test", e.test_acc}}, epoch);
+      for (auto& [name, p] : model.named_parameters()) tb->add_histogram(name, p, epoch);
+      tb->flush();
+    }
   }
   std::filesystem::path checkpoint = out / "gru_classifier.safetensors";
   model.save(checkpoint.string());
-  std::printf("test accuracy %.2f%%; wrote %s, %s, %s\n", 100 * log.back().test_acc, checkpoint.c_str(),
-              (out / "curves.csv").c_str(), (out / "curves.png").c_str());
+  std::printf("test accuracy %.2f%%; wrote %s, %s%s%s\n", 100 * log.back().test_acc, checkpoint.c_str(),
+              (out / "curves.csv").c_str(), tb ? ", TensorBoard log in " : "", tb ? args["logdir"].c_str() : "");
   return 0;
 }
 

@@ -6,7 +6,10 @@
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's dnnl-config.cmake calls find_package(OpenCL REQUIRED)
 # (oneDNN is built with its OpenCL GPU runtime), and libdnnl-dev only recommends it.
-pkgs=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev libfmt-dev catch2 zlib1g-dev)
+# libonnx-dev, libprotobuf-dev, protobuf-compiler: the ONNX exporter (onnx/); python3-venv: the
+# venv of the TensorBoard/onnxruntime/plot tests (scripts/python-venv.sh, from PyPI).
+pkgs=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev libfmt-dev catch2 zlib1g-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler python3-venv)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist) ;;

@@ -1,0 +1,528 @@
+// ONNX export by tracing: an op hook (debug/debug.h) sees every op the forward pass
+// runs at depth 0 (called by the model's code, not inside another op) with its input
+// and output tensors and its tape entry, whose fields hold the op's attributes
+// (stride, eps, dim, ...). Each op becomes one or a few ONNX nodes; tensors are matched
+// by their TensorImpl, and a tensor that no traced op made is an initializer (a
+// parameter or buffer by its module name, else a constant). The trace runs with grad
+// mode on and the floating-point inputs requiring grad, so that every op records its
+// tape entry, and keeps a handle on every tensor it met so that no address is reused.
+#include "export.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "../autograd/grad_mode.h"
+#include "../autograd/node.h"
+#include "../debug/debug.h"
+#include "../tensor/backend.h"
+
+namespace reel::onnx {
+
+namespace {
+
+using P = ::onnx::TensorProto;
+
+int onnx_type(DType t, const std::string& what) {
+  switch (t) {
+    case DType::f32: return P::FLOAT;
+    case DType::f64: return P::DOUBLE;
+    case DType::i32: return P::INT32;
+    case DType::i64: return P::INT64;
+    case DType::u8: return P::UINT8;
+    case DType::boolean: return P::BOOL;
+    default: throw Error("onnx::export_model: " + what + " has dtype " + std::string(dtype_name(t)) + ", not exported");
+  }
+}
+
+class Tracer {
+ public:
+  Tracer(::onnx::GraphProto& g, int opset) : g_(g), opset_(opset) {}
+
+  void add_names(const nn::NamedTensors& named) {
+    for (const auto& [name, t] : named)
+      if (t.defined()) param_names_.emplace(t.impl(), name);
+  }
+  void input(const Tensor& t, const std::string& name, const std::string& batch) {
+    keep_.push_back(t);
+    names_[t.impl()] = name;
+    value_info(g_.add_input(), name, t, batch);
+  }
+  void output(const Tensor& t, const std::string& name, const std::string& batch) {
+    std::string v = value(t, "the model's output");
+    add("Identity", {v}, {name});
+    value_info(g_.add_output(), name, t, batch);
+  }
+  void op(const debug::OpRecord& r);
+  // An op inside a depth-0 op: kept until that op's own record arrives (after them).
+  void nested(const debug::OpRecord& r) { nested_.push_back(r); }
+
+ private:
+  static void value_info(::onnx::ValueInfoProto* v, const std::string& name, const Tensor& t, const std::string& batch) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx_type(t.dtype(), name));
+    auto* shape = tt->mutable_shape();
+    for (int d = 0; d < t.dim(); ++d) {
+      if (d == 0) shape->add_dim()->set_dim_param(batch);
+      else shape->add_dim()->set_dim_value(t.size(d));
+    }
+  }
+  std::string fresh(const std::string& base) { return base + "_" + std::to_string(counter_++); }
+  // The graph value of t: made by a traced op or an input, else a new initializer.
+  std::string value(const Tensor& t, const std::string& what) {
+    if (!t.defined()) throw Error("onnx::export_model: " + what + " is undefined");
+    if (auto it = names_.find(t.impl()); it != names_.end()) return it->second;
+    auto p = param_names_.find(t.impl());
+    return initializer(t, p != param_names_.end() ? p->second : fresh("const"));
+  }
+  std::string initializer(const Tensor& t, const std::string& name) {
+    keep_.push_back(t);
+    Tensor c = t.detach().cpu().contiguous();
+    P* init = g_.add_initializer();
+    init->set_name(name);
+    init->set_data_type(onnx_type(c.dtype(), name));
+    for (int d = 0; d < c.dim(); ++d) init->add_dims(c.size(d));
+    init->set_raw_data(c.data_ptr(), size_t(c.numel()) * c.element_size());
+    names_[t.impl()] = name;
+    return name;
+  }
+  std::string constant_floats(const std::vector<float>& v, const Dims& shape) {
+    Tensor t = from_vector(v, shape);
+    return initializer(t, fresh("const"));
+  }
+  std::string constant_ints(const std::vector<int64_t>& v) {
+    Tensor t = from_vector(v, {int64_t(v.size())});
+    return initializer(t, fresh("shape"));
+  }
+  ::onnx::NodeProto* add(const char* type, const std::vector<std::string>& in, const std::vector<std::string>& out) {
+    auto* n = g_.add_node();
+    n->set_op_type(type);
+    n->set_name(fresh(type));
+    for (const auto& s : in) n->add_input(s);
+    for (const auto& s : out) n->add_output(s);
+    return n;
+  }
+  static void attr(::onnx::NodeProto* n, const char* name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void attr(::onnx::NodeProto* n, const char* name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void attr(::onnx::NodeProto* n, const char* name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  // A new graph value for an op's output.
+  std::string out(const Tensor& t, const std::string& base) {
+    keep_.push_back(t);
+    return names_[t.impl()] = fresh(base);
+  }
+  [[noreturn]] void unsupported(const debug::OpRecord& r, const std::string& why) {
+    throw Error("onnx::export_model: op " + r.name() + " (at " + r.site.str() +
+                (r.module ? " in " + r.module->str() : std::string()) + ") is not exportable: " + why);
+  }
+  void gelu(const debug::OpRecord& r, bool tanh_form);
+  void reshape(const debug::OpRecord& r);
+  void squeeze(const debug::OpRecord& r);
+  void rnn(const debug::OpRecord& r);
+  // `input`: the value the layer reads (its entry holds a contiguous copy of it)
+  std::string rnn_layer(const debug::OpRecord& layer, const std::string& input, std::vector<std::string>& states);
+  std::vector<debug::OpRecord> nested_;
+
+  ::onnx::GraphProto& g_;
+  int opset_;
+  int counter_ = 0;
+  std::map<const TensorImpl*, std::string> names_, param_names_;
+  std::vector<Tensor> keep_;
+};
+
+void Tracer::gelu(const debug::OpRecord& r, bool tanh_form) {
+  std::string x = value(r.inputs[0], "gelu's input");
+  if (opset_ >= 20) {
+    auto* n = add("Gelu", {x}, {out(r.outputs[0], "gelu")});
+    if (tanh_form) {
+      auto* a = n->add_attribute();
+      a->set_name("approximate");
+      a->set_type(::onnx::AttributeProto::STRING);
+      a->set_s("tanh");
+    }
+    return;
+  }
+  // x (1 + erf(x / sqrt 2)) / 2, or x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2
+  std::string inner;
+  if (!tanh_form) {
+    std::string s = fresh("gelu"), e = fresh("gelu");
+    add("Mul", {x, constant_floats({float(M_SQRT1_2)}, {})}, {s});
+    add("Erf", {s}, {e});
+    inner = e;
+  } else {
+    std::string x3 = fresh("gelu"), p = fresh("gelu"), a = fresh("gelu"), t = fresh("gelu");
+    add("Mul", {x, x}, {x3 + "_sq"});
+    add("Mul", {x3 + "_sq", x}, {x3});
+    add("Mul", {x3, constant_floats({0.044715f}, {})}, {p});
+    add("Add", {x, p}, {a});
+    add("Mul", {a, constant_floats({float(std::sqrt(2.0 / M_PI))}, {})}, {a + "_s"});
+    add("Tanh", {a + "_s"}, {t});
+    inner = t;
+  }
+  std::string one = fresh("gelu"), half = fresh("gelu");
+  add("Add", {inner, constant_floats({1.0f}, {})}, {one});
+  add("Mul", {x, one}, {half});
+  add("Mul", {half, constant_floats({0.5f}, {})}, {out(r.outputs[0], "gelu")});
+}
+
+// Reshapes keep the batch dimension symbolic: a leading dimension equal to the input's
+// leading one is written as 0 ("copy"), so another batch size runs too.
+void Tracer::reshape(const debug::OpRecord& r) {
+  const Tensor &x = r.inputs[0], &y = r.outputs[0];
+  std::vector<int64_t> shape(y.shape().begin(), y.shape().end());
+  if (x.dim() > 0 && y.dim() > 0 && x.size(0) == y.size(0)) shape[0] = 0;
+  else unsupported(r, "it changes the leading (batch) dimension " + x.shape().str() + " -> " + y.shape().str());
+  add("Reshape", {value(x, r.name() + "'s input"), constant_ints(shape)}, {out(y, "reshape")});
+}
+
+// Squeeze / Unsqueeze with the one axis that turns the input's shape into the output's.
+void Tracer::squeeze(const debug::OpRecord& r) {
+  const Tensor &x = r.inputs[0], &y = r.outputs[0];
+  bool sq = std::string_view(r.op) == "squeeze";
+  const Tensor &longer = sq ? x : y, &shorter = sq ? y : x;
+  if (longer.dim() != shorter.dim() + 1) return reshape(r);  // squeeze() of every size-1 dim
+  for (int k = 0; k < longer.dim(); ++k) {
+    if (longer.size(k) != 1) continue;
+    Dims rest;
+    for (int d = 0; d < longer.dim(); ++d)
+      if (d != k) rest.push_back(longer.size(d));
+    if (rest != shorter.shape()) continue;
+    if (k == 0 && !sq) unsupported(r, "it adds a dimension before the batch dimension");
+    add(sq ? "Squeeze" : "Unsqueeze", {value(x, r.name() + "'s input"), constant_ints({k})}, {out(y, r.op)});
+    return;
+  }
+  unsupported(r, "no single axis turns " + x.shape().str() + " into " + y.shape().str());
+}
+
+// A recurrent layer (rnn()'s composite op: no tape entry of its own) from the ops it ran:
+// per layer one rnn_layer entry (inputs x, h0, c0, w_ih, w_hh, b_ih, b_hh; ints mode,
+// reverse, T, B, I, H, bias), the batch_first transposes and the stacks of the final
+// states. Each layer becomes one ONNX GRU / LSTM / RNN op, the weights' gates reordered
+// from PyTorch's (r z n; i f g o) to ONNX's (z r h; i o f c). Zero initial states, one
+// direction and full-length sequences only.
+std::string Tracer::rnn_layer(const debug::OpRecord& layer, const std::string& input, std::vector<std::string>& states) {
+  const Node* n = layer.node;
+  RnnMode mode = RnnMode(n->ints[0]);
+  int64_t H = n->ints[5], I = n->ints[4];
+  if (n->ints[1]) unsupported(layer, "a reverse (bidirectional) direction");
+  for (size_t k : {1, 2})
+    if (layer.inputs[k].defined()) {
+      if (names_.count(layer.inputs[k].impl())) unsupported(layer, "an initial state given by the caller");
+      for (float v : layer.inputs[k].to_vector<float>())
+        if (v != 0) unsupported(layer, "a nonzero initial state");
+    }
+  // gate order: the PyTorch block each ONNX block comes from
+  std::vector<int> order = mode == RnnMode::gru ? std::vector<int>{1, 0, 2}
+                           : mode == RnnMode::lstm ? std::vector<int>{0, 3, 1, 2} : std::vector<int>{0};
+  int64_t G = int64_t(order.size());
+  auto reorder = [&](const Tensor& t, int64_t cols) {
+    std::vector<float> v = t.to_vector<float>(), o;
+    for (int g : order) o.insert(o.end(), v.begin() + g * H * cols, v.begin() + (g + 1) * H * cols);
+    return o;
+  };
+  std::vector<std::string> ins{input, constant_floats(reorder(layer.inputs[3], I), {1, G * H, I}),
+                               constant_floats(reorder(layer.inputs[4], H), {1, G * H, H})};
+  if (layer.inputs[5].defined()) {
+    std::vector<float> b = reorder(layer.inputs[5], 1), bh = reorder(layer.inputs[6], 1);
+    b.insert(b.end(), bh.begin(), bh.end());
+    ins.push_back(constant_floats(b, {1, 2 * G * H}));
+  }
+  std::string y = fresh("rnn_y"), yh = fresh("rnn_h"), yc = fresh("rnn_c");
+  std::vector<std::string> outs{y, yh};
+  if (mode == RnnMode::lstm) outs.push_back(yc);
+  auto* node = add(mode == RnnMode::gru ? "GRU" : mode == RnnMode::lstm ? "LSTM" : "RNN", ins, outs);
+  attr(node, "hidden_size", H);
+  if (mode == RnnMode::gru) attr(node, "linear_before_reset", int64_t(1));  // PyTorch's GRU
+  if (mode == RnnMode::rnn_tanh || mode == RnnMode::rnn_relu) {
+    auto* a = node->add_attribute();
+    a->set_name("activations");
+    a->set_type(::onnx::AttributeProto::STRINGS);
+    a->add_strings(mode == RnnMode::rnn_relu ? "Relu" : "Tanh");
+  }
+  // Y [T, 1, B, H] -> [T, B, H]; Y_h, Y_c [1, B, H] -> [B, H]
+  add("Squeeze", {y, constant_ints({1})}, {out(layer.outputs[0], "rnn_y")});
+  add("Squeeze", {yh, constant_ints({0})}, {out(layer.outputs[1], "rnn_h")});
+  if (mode == RnnMode::lstm) add("Squeeze", {yc, constant_ints({0})}, {out(layer.outputs[2], "rnn_c")});
+  states.push_back(yh);
+  if (mode == RnnMode::lstm) states.push_back(yc);
+  return y;
+}
+
+void Tracer::rnn(const debug::OpRecord& r) {
+  std::vector<std::string> states;  // per layer: Y_h (and Y_c), each [1, B, H]
+  std::string last;                 // the latest [T, B, F] value: the next layer's input
+  Dims last_shape;
+  int stacks = 0;
+  bool lstm = std::string_view(r.op) == "lstm";
+  for (const debug::OpRecord& c : nested_) {
+    std::string_view op = c.op;
+    bool known_input = !c.inputs.empty() && c.inputs[0].defined() && names_.count(c.inputs[0].impl());
+    if (op == r.op) {
+      if (!c.node) unsupported(r, "its layers were not recorded");
+      const Tensor& x = c.inputs[0];
+      std::string in = names_.count(x.impl()) ? names_[x.impl()] : last;
+      if (in.empty() || (!names_.count(x.impl()) && x.shape() != last_shape))
+        unsupported(r, "its layer's input " + x.shape().str() + " is not a traced value");
+      rnn_layer(c, in, states);
+      last = names_[c.outputs[0].impl()], last_shape = c.outputs[0].shape();
+    } else if (op == "transpose" && known_input && c.node && !c.outputs.empty()) {
+      // batch_first: [B, T, F] <-> [T, B, F]
+      last = out(c.outputs[0], "transpose"), last_shape = c.outputs[0].shape();
+      attr(add("Transpose", {names_[c.inputs[0].impl()]}, {last}), "perm", std::vector<int64_t>{1, 0, 2});
+    } else if (op == "stack" && !c.outputs.empty()) {
+      // h_n (then c_n for an LSTM): the layers' final states along a new first dim
+      size_t per = lstm ? 2 : 1, which = size_t(stacks++);
+      std::vector<std::string> parts;
+      for (size_t k = which; k < states.size(); k += per) parts.push_back(states[k]);
+      if (parts.size() != c.inputs.size()) unsupported(r, "its states do not match its layers");
+      attr(add("Concat", parts, {out(c.outputs[0], "rnn_state")}), "axis", int64_t(0));
+    } else if ((op == "narrow" || op == "squeeze") && !known_input) {
+      // the zero initial state's slices (checked in rnn_layer)
+    } else if (known_input || op == "cat" || op == "dropout" || op == "index_select" || op == "gather") {
+      unsupported(r, "the op " + std::string(op) + " inside it (an initial state, lengths, more directions, "
+                     "or dropout between layers in training mode)");
+    }
+  }
+  if (states.empty()) unsupported(r, "no recorded layer (does anything in it require grad?)");
+}
+
+void Tracer::op(const debug::OpRecord& r) {
+  struct Clear {  // the nested records belong to this op only
+    std::vector<debug::OpRecord>& v;
+    ~Clear() { v.clear(); }
+  } clear{nested_};
+  const std::string op = r.op;
+  if (op == "gru" || op == "lstm" || op == "rnn_tanh" || op == "rnn_relu") return rnn(r);
+  const Node* n = r.node;
+  auto in = [&](size_t i) { return value(r.inputs.at(i), op + "'s input " + std::to_string(i)); };
+  auto need_node = [&] {
+    if (!n || r.outputs.empty()) unsupported(r, "it was not recorded (an input on which nothing requires grad?)");
+  };
+  if (op == "dropout") {
+    if (!r.outputs.empty() && r.outputs[0].impl() != r.inputs[0].impl())
+      unsupported(r, "dropout in training mode: call model.eval() before exporting");
+    return;  // eval: the input itself
+  }
+  if (op == "contiguous" || op == "clone" || op == "detach") {
+    if (!r.outputs.empty() && r.inputs.size() == 1) names_[r.outputs[0].impl()] = in(0), keep_.push_back(r.outputs[0]);
+    return;
+  }
+  static const std::set<std::string> kExportable = {
+      "linear", "linear_relu", "conv2d", "conv2d_relu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+      "batch_norm", "layer_norm", "relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax", "reshape", "view",
+      "squeeze", "unsqueeze", "flatten", "transpose", "permute", "add", "sub", "mul", "div", "matmul", "embedding"};
+  if (!kExportable.count(op)) unsupported(r, "no ONNX form for it in reel's exporter (onnx/export.h lists the ops)");
+  need_node();
+  const Tensor& y = r.outputs[0];
+  if (op == "linear" || op == "linear_relu") {
+    const Tensor& x = r.inputs[0];
+    bool has_bias = r.inputs.size() > 2 && r.inputs[2].defined();
+    std::string res = op == "linear" ? out(y, "linear") : fresh("linear");
+    if (x.dim() == 2) {
+      std::vector<std::string> ins{in(0), in(1)};
+      if (has_bias) ins.push_back(in(2));
+      attr(add("Gemm", ins, {res}), "transB", int64_t(1));
+    } else {
+      // MatMul multiplies by W^T: a transposed copy of the weight is the initializer
+      auto p = param_names_.find(r.inputs[1].impl());
+      std::string wt = initializer(r.inputs[1].detach().t().contiguous(),
+                                   p != param_names_.end() ? p->second + "_t" : fresh("weight_t"));
+      std::string mm = has_bias ? fresh("matmul") : res;
+      add("MatMul", {in(0), wt}, {mm});
+      if (has_bias) add("Add", {mm, in(2)}, {res});
+    }
+    if (op == "linear_relu") add("Relu", {res}, {out(y, "relu")});
+  } else if (op == "conv2d" || op == "conv2d_relu") {
+    std::vector<std::string> ins{in(0), in(1)};
+    if (r.inputs.size() > 2 && r.inputs[2].defined()) ins.push_back(in(2));
+    std::string res = op == "conv2d" ? out(y, "conv") : fresh("conv");
+    auto* c = add("Conv", ins, {res});
+    const Tensor& w = r.inputs[1];
+    attr(c, "kernel_shape", std::vector<int64_t>{w.size(2), w.size(3)});
+    attr(c, "strides", std::vector<int64_t>{n->ints[0], n->ints[1]});
+    attr(c, "pads", std::vector<int64_t>{n->ints[2], n->ints[3], n->ints[2], n->ints[3]});
+    attr(c, "dilations", std::vector<int64_t>{n->ints[4], n->ints[5]});
+    attr(c, "group", n->ints[6]);
+    if (op == "conv2d_relu") add("Relu", {res}, {out(y, "relu")});
+  } else if (op == "max_pool2d" || op == "avg_pool2d") {
+    if (r.inputs[0].dim() != 4) unsupported(r, "expected a batched [N, C, H, W] input");
+    auto* p = add(op == "max_pool2d" ? "MaxPool" : "AveragePool", {in(0)}, {out(y, "pool")});
+    attr(p, "kernel_shape", std::vector<int64_t>{n->ints[0], n->ints[1]});
+    attr(p, "strides", std::vector<int64_t>{n->ints[2], n->ints[3]});
+    attr(p, "pads", std::vector<int64_t>{n->ints[4], n->ints[5], n->ints[4], n->ints[5]});
+    attr(p, "ceil_mode", n->ints[7]);
+    if (op == "avg_pool2d") attr(p, "count_include_pad", n->ints[6]);
+  } else if (op == "adaptive_avg_pool2d") {
+    const Tensor& x = r.inputs[0];
+    int64_t H = x.size(2), W = x.size(3), oh = y.size(2), ow = y.size(3);
+    if (oh == 1 && ow == 1) {
+      add("GlobalAveragePool", {in(0)}, {out(y, "pool")});
+    } else if (H % oh == 0 && W % ow == 0) {
+      auto* p = add("AveragePool", {in(0)}, {out(y, "pool")});
+      attr(p, "kernel_shape", std::vector<int64_t>{H / oh, W / ow});
+      attr(p, "strides", std::vector<int64_t>{H / oh, W / ow});
+    } else {
+      unsupported(r, "windows of unequal size (" + x.shape().str() + " -> " + y.shape().str() + ")");
+    }
+  } else if (op == "batch_norm") {
+    if (n->ints[0]) unsupported(r, "batch norm in training mode: call model.eval() before exporting");
+    // eval: y = x scale + shift per channel, with the very floats the CPU kernel uses
+    // (scale = invstd w, shift = b - mean scale; cpu/norm.cpp)
+    const Tensor& x = r.inputs[0];
+    std::vector<float> mean = n->saved_tensor(2).to_vector<float>(), invstd = n->saved_tensor(3).to_vector<float>();
+    std::vector<float> w = r.inputs[1].defined() ? r.inputs[1].to_vector<float>() : std::vector<float>(mean.size(), 1);
+    std::vector<float> b = r.inputs[2].defined() ? r.inputs[2].to_vector<float>() : std::vector<float>(mean.size(), 0);
+    std::vector<float> scale(mean.size()), shift(mean.size());
+    for (size_t c = 0; c < mean.size(); ++c) {
+      scale[c] = invstd[c] * w[c];
+      shift[c] = b[c] - mean[c] * scale[c];
+    }
+    Dims shape = Dims::filled(x.dim() - 1, 1);
+    shape[0] = int64_t(mean.size());
+    std::string m = fresh("bn_scaled");
+    add("Mul", {in(0), constant_floats(scale, shape)}, {m});
+    add("Add", {m, constant_floats(shift, shape)}, {out(y, "batch_norm")});
+  } else if (op == "layer_norm") {
+    const Tensor& x = r.inputs[0];
+    int64_t lead = n->ints[0];
+    Dims norm_shape;
+    for (int d = int(lead); d < x.dim(); ++d) norm_shape.push_back(x.size(d));
+    int64_t count = numel_of(norm_shape);
+    std::string w = r.inputs.size() > 1 && r.inputs[1].defined() ? in(1) : constant_floats(std::vector<float>(count, 1), norm_shape);
+    std::string b = r.inputs.size() > 2 && r.inputs[2].defined() ? in(2) : constant_floats(std::vector<float>(count, 0), norm_shape);
+    if (opset_ < 17) unsupported(r, "LayerNormalization needs opset 17 or later");
+    auto* l = add("LayerNormalization", {in(0), w, b}, {out(y, "layer_norm")});
+    attr(l, "axis", lead);
+    attr(l, "epsilon", float(n->scalars[0]));
+  } else if (op == "relu" || op == "tanh" || op == "sigmoid") {
+    add(op == "relu" ? "Relu" : op == "tanh" ? "Tanh" : "Sigmoid", {in(0)}, {out(y, op)});
+  } else if (op == "gelu") {
+    gelu(r, UnaryOp(n->ints[0]) == UnaryOp::gelu_tanh);
+  } else if (op == "softmax" || op == "log_softmax") {
+    attr(add(op == "softmax" ? "Softmax" : "LogSoftmax", {in(0)}, {out(y, op)}), "axis", n->ints[0]);
+  } else if (op == "squeeze" || op == "unsqueeze") {
+    squeeze(r);
+  } else if (op == "reshape" || op == "view" || op == "flatten") {
+    reshape(r);
+  } else if (op == "transpose" || op == "permute") {
+    std::vector<int64_t> perm(size_t(y.dim()));
+    for (int d = 0; d < y.dim(); ++d) perm[d] = d;
+    if (op == "transpose") std::swap(perm[n->ints[0]], perm[n->ints[1]]);
+    else for (int d = 0; d < y.dim(); ++d) perm[n->dims[d]] = d;  // dims holds the inverse order
+    attr(add("Transpose", {in(0)}, {out(y, op)}), "perm", perm);
+  } else if ((op == "add" || op == "sub" || op == "mul" || op == "div") && r.inputs.size() == 2) {
+    const char* type = op == "add" ? "Add" : op == "sub" ? "Sub" : op == "mul" ? "Mul" : "Div";
+    add(type, {in(0), in(1)}, {out(y, op)});
+  } else if (op == "mul" && r.inputs.size() == 1) {
+    add("Mul", {in(0), constant_floats({float(n->scalars[0])}, {})}, {out(y, op)});
+  } else if (op == "matmul") {
+    add("MatMul", {in(0), in(1)}, {out(y, op)});
+  } else if (op == "embedding") {
+    // the ids are not among the entry's inputs; its saved flat index views their storage
+    Tensor idx = n->saved_tensor(0);
+    std::string ids;
+    for (const Tensor& t : keep_)
+      if (t.defined() && t.storage().get() == idx.storage().get() && t.numel() == idx.numel() && names_.count(t.impl()))
+        ids = names_[t.impl()];
+    if (ids.empty()) unsupported(r, "its indices are not a traced value (an input or an op's output)");
+    add("Gather", {in(0), ids}, {out(y, "embedding")});
+  } else {
+    unsupported(r, "no ONNX form for it in reel's exporter");
+  }
+}
+
+}  // namespace
+
+void export_model(nn::Module& module, const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward,
+                  const std::vector<Tensor>& example_inputs, const std::string& path, ExportOptions options) {
+  ::onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.set_producer_name("reel");
+  model.set_producer_version("0.1.0");
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(options.opset);
+  ::onnx::GraphProto& g = *model.mutable_graph();
+  g.set_name("reel");
+  Tracer tracer(g, options.opset);
+  tracer.add_names(module.named_parameters());
+  tracer.add_names(module.named_buffers());
+
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < example_inputs.size(); ++i) {
+    Tensor x = example_inputs[i];
+    if (x.is_floating_point()) x = x.detach().clone().requires_grad_();  // so that every op records
+    std::string name = i < options.input_names.size() ? options.input_names[i] : "input" + std::to_string(i);
+    tracer.input(x, name, options.batch_dim);
+    inputs.push_back(x);
+  }
+  std::vector<Tensor> outputs;
+  {
+    bool was = grad_enabled();
+    set_grad_enabled(true);
+    std::thread::id me = std::this_thread::get_id();
+    debug::HookHandle hook = debug::add_op_hook([&](const debug::OpRecord& r) {
+      if (std::this_thread::get_id() != me || r.phase != debug::Phase::forward) return;
+      if (r.depth == 0) tracer.op(r);
+      else if (r.depth == 1) tracer.nested(r);
+    });
+    try {
+      outputs = forward(inputs);
+    } catch (...) {
+      hook.remove();
+      set_grad_enabled(was);
+      throw;
+    }
+    hook.remove();
+    set_grad_enabled(was);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i)
+    tracer.output(outputs[i], i < options.output_names.size() ? options.output_names[i] : "output" + std::to_string(i),
+                  options.batch_dim);
+  try {
+    ::onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    throw Error(std::string("onnx::export_model: the ONNX checker rejects the traced graph: ") + e.what());
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!model.SerializeToOstream(&f) || !f.flush()) throw Error("onnx::export_model: cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("onnx::export_model: cannot rename " + tmp + " to " + path + ": " + ec.message());
+}
+
+void export_model(nn::Module& module, const std::vector<Tensor>& example_inputs, const std::string& path,
+                  ExportOptions options, Site site) {
+  if (example_inputs.size() != 1)
+    throw Error("onnx::export_model: a module called as module(x) takes 1 input, got " +
+                std::to_string(example_inputs.size()) + " (pass a forward function for several)");
+  export_model(module, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{module(in[0], site)}; },
+               example_inputs, path, std::move(options));
+}
+
+}  // namespace reel::onnx

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Draws a sample's training curves (the curves.csv that train_fashion_mnist and
+train_sequence_classifier write) with matplotlib: loss and accuracy per epoch, training
+and test set, titled, labelled, with legends. For live curves use TensorBoard on the
+sample's --logdir instead.
+
+    scripts/plot_curves.py out/curves.csv                  # writes out/curves.png
+    scripts/plot_curves.py out/curves.csv -o curves.svg --title "CNN, Adam 1e-3"
+
+Needs matplotlib: Debian's python3-matplotlib, or `pip install matplotlib`.
+"""
+import argparse
+import csv
+import os
+import sys
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("csv", help="curves.csv of a sample run")
+    p.add_argument("-o", "--output", help="image to write (default: curves.png beside the CSV); "
+                   "the extension picks the format (png, svg, pdf)")
+    p.add_argument("--title", help="figure title (default: the run's folder name)")
+    a = p.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot_curves.py: matplotlib is missing: apt-get install python3-matplotlib (or pip install matplotlib)")
+    with open(a.csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        sys.exit(f"plot_curves.py: {a.csv} has no epochs yet")
+    col = lambda name: [float(r[name]) for r in rows]  # noqa: E731
+    epochs = col("epoch")
+    fig, (loss, acc) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    for ax, key, label, scale in ((loss, "loss", "cross-entropy loss", 1), (acc, "accuracy", "accuracy (%)", 100)):
+        ax.plot(epochs, [scale * v for v in col(f"train_{key}")], "o-", label="training set")
+        ax.plot(epochs, [scale * v for v in col(f"test_{key}")], "s-", label="test set")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(label)
+        ax.set_title(label.split(" (")[0].capitalize() + " per epoch")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    run = os.path.basename(os.path.dirname(os.path.abspath(a.csv)))
+    fig.suptitle(a.title or f"Training curves: {run}")
+    out = a.output or os.path.join(os.path.dirname(a.csv) or ".", "curves.png")
+    fig.savefig(out, dpi=110)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
