@@ -437,7 +437,12 @@ Tensor mul(const Tensor& a, double b, Site site) {
     n->scalars[0] = b;
   return y;
 }
-Tensor div(const Tensor& a, double b, Site site) { return mul(a, 1.0 / b, site); }
+// A true division, as PyTorch (x * (1 / s) differs from x / s in the last bit for about
+// half of all x): the binary op with s as a 0-dim tensor of the result's dtype.
+Tensor div(const Tensor& a, double b, Site site) {
+  DType dt = a.defined() && is_floating(a.dtype()) ? a.dtype() : DType::f32;
+  return div(a, full({}, b, {.dtype = dt, .device = a.defined() ? a.device() : Device{}}), site);
+}
 
 // y = s - x; dx = -g
 static Tensor rsub(const Tensor& x, double s, Site site) {
@@ -524,7 +529,7 @@ Tensor operator/(const Tensor& a, TensorArg b) { return div(a, b.t, b.site); }
 Tensor operator+(const Tensor& a, ScalarArg b) { return add(a, b.v, b.site); }
 Tensor operator-(const Tensor& a, ScalarArg b) { return add(a, -b.v, b.site); }
 Tensor operator*(const Tensor& a, ScalarArg b) { return mul(a, b.v, b.site); }
-Tensor operator/(const Tensor& a, ScalarArg b) { return mul(a, 1.0 / b.v, b.site); }
+Tensor operator/(const Tensor& a, ScalarArg b) { return div(a, b.v, b.site); }
 Tensor operator+(double a, TensorArg b) { return add(b.t, a, b.site); }
 Tensor operator-(double a, TensorArg b) { return rsub(b.t, a, b.site); }
 Tensor operator*(double a, TensorArg b) { return mul(b.t, a, b.site); }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../autograd/ops.h"  // Size2
 #include "../tensor/tensor.h"
 
 namespace reel::data {
@@ -28,5 +29,20 @@ Tensor random_crop(const Tensor& x, int64_t padding, uint64_t seed);
 Tensor random_horizontal_flip(const Tensor& x, uint64_t seed, double p = 0.5);
 // Mirrors every image left-right. Any dtype.
 Tensor horizontal_flip(const Tensor& x);
+
+// torchvision's RandomResizedCrop: per image, a window of area scale x (H W) and aspect
+// ratio (w / h, log-uniform) in `ratio`, at a uniform position (up to 10 tries, then the
+// centred window of the nearest admissible ratio), resized to `size` by bilinear
+// interpolation (half-pixel centres, as interpolate(..., bilinear, align_corners = false)).
+// f32 images; [N, C, H, W] -> [N, C, size.h, size.w].
+struct RandomResizedCropOptions {
+  double scale_lo = 0.08, scale_hi = 1.0;
+  double ratio_lo = 3.0 / 4.0, ratio_hi = 4.0 / 3.0;
+};
+Tensor random_resized_crop(const Tensor& x, Size2 size, uint64_t seed, RandomResizedCropOptions opt = {});
+// The window [top, top + h) x [left, left + w) of every image, resized to `size` (bilinear as above).
+Tensor resized_crop(const Tensor& x, int64_t top, int64_t left, int64_t h, int64_t w, Size2 size);
+// torchvision's ToTensor: u8 images [N, H, W, C] (or [H, W, C]) -> f32 [N, C, H, W] in [0, 1].
+Tensor to_tensor(const Tensor& x);
 
 }  // namespace reel::data

@@ -181,8 +181,8 @@ TEST_CASE("print_tape lists each entry with shapes, dtypes, device and the user'
     CHECK(n.site.str().ends_with(site_of(l_var)));
     CHECK(lines[i + 1].ends_with(site_of(l_var)));
   }
-  // (a division by a number is a mul)
-  CHECK(var_ops == std::vector<std::string>{"mean", "sub", "square", "sum", "mul"});
+  // (a division by a number is a true division, as PyTorch's)
+  CHECK(var_ops == std::vector<std::string>{"mean", "sub", "square", "sum", "div"});
   for (size_t i = first + 6; i < first + 9; ++i) CHECK(entries[i]->site.str().ends_with(site_of(l_layer)));
   CHECK(std::string(entries[first + 8]->op) == "relu");
   (void)v;

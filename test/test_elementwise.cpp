@@ -130,3 +130,16 @@ TEST_CASE("elementwise errors name the op and the shapes", "[elementwise][errors
   }
   CHECK_THROWS_AS(where(zeros({2}), a, a), Error);
 }
+
+TEST_CASE("division by a number is a true division, as PyTorch's", "[elementwise][semantics]") {
+  // x * (1 / 255) differs from x / 255 in the last bit for 126 of these 256 values
+  Tensor x = arange(0.0, 256.0);
+  std::vector<float> got = (x / 255.0).to_vector<float>(), got_fn = div(x, 255.0).to_vector<float>();
+  for (int v = 0; v < 256; ++v) {
+    INFO(v);
+    CHECK(got[size_t(v)] == float(v) / 255.0f);
+    CHECK(got_fn[size_t(v)] == float(v) / 255.0f);
+  }
+  CHECK((arange(int64_t(4)) / 2.0).dtype() == DType::f32);  // integers promote, as true division
+  CHECK((arange(int64_t(4)) / 2.0).to_vector<float>() == std::vector<float>{0, 0.5f, 1, 1.5f});
+}
