@@ -83,6 +83,12 @@ DistributedDataParallel::~DistributedDataParallel() {
   }
 }
 
+std::vector<int64_t> DistributedDataParallel::bucket_numels() const {
+  std::vector<int64_t> n;
+  for (const Bucket& b : buckets_) n.push_back(b.flat.numel());
+  return n;
+}
+
 Tensor DistributedDataParallel::operator()(const Tensor& x, Site site) {
   if (opt_.broadcast_buffers && module_.is_training()) {
     NoGradGuard no_grad;

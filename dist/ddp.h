@@ -81,6 +81,7 @@ class DistributedDataParallel {
 
   const DistributedDataParallelStats& stats() const { return stats_; }
   int64_t bucket_count() const { return int64_t(buckets_.size()); }
+  std::vector<int64_t> bucket_numels() const;  // elements per bucket, in launch order
 
  private:
   struct Param {

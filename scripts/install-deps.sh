@@ -7,6 +7,8 @@ set -euo pipefail
 # ocl-icd-opencl-dev: Debian's dnnl-config.cmake calls find_package(OpenCL REQUIRED)
 # (oneDNN is built with its OpenCL GPU runtime), and libdnnl-dev only recommends it.
 pkgs=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev libfmt-dev catch2 zlib1g-dev)
+# dist/ (data-parallel training; its tests run under mpirun)
+pkgs+=(libopenmpi-dev openmpi-bin)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist) ;;
