@@ -32,23 +32,28 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   // buckets in reverse registration order, one dtype and device each
   for (auto it = named.rbegin(); it != named.rend(); ++it)
     if (it->second.requires_grad()) params_.push_back({it->second, it->first});
-  const double cap = opt.bucket_cap_mb * 1024 * 1024;
+  // PyTorch's rule: a bucket closes once it holds at least its cap (so one large
+  // gradient makes a bucket of its own size), or at a change of dtype or device
+  if (!(opt.first_bucket_mb > 0))
+    fail(op, fmt::format("first_bucket_mb must be positive, got {}", opt.first_bucket_mb), site);
   std::vector<std::vector<size_t>> groups;
-  double bytes = cap;
+  double bytes = 0;
+  bool open = false;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& t = params_[i].t;
-    double nbytes = double(t.numel()) * double(t.element_size());
-    bool fits = !groups.empty() && bytes + nbytes <= cap;
-    if (fits) {
+    if (open) {
       const Tensor& first = params_[groups.back().front()].t;
-      fits = first.dtype() == t.dtype() && first.device() == t.device();
+      open = first.dtype() == t.dtype() && first.device() == t.device();
     }
-    if (!fits) {
+    if (!open) {
       groups.emplace_back();
       bytes = 0;
+      open = true;
     }
     groups.back().push_back(i);
-    bytes += nbytes;
+    bytes += double(t.numel()) * double(t.element_size());
+    double cap = (groups.size() == 1 ? opt.first_bucket_mb : opt.bucket_cap_mb) * 1024 * 1024;
+    if (bytes >= cap) open = false;
   }
   for (auto& g : groups) {
     Bucket b;
@@ -70,10 +75,35 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   for (size_t i = 0; i < params_.size(); ++i)
     hook_ids_.push_back(autograd::add_post_accumulate_grad_hook(params_[i].t, [this, i](const Tensor&) { on_grad(i); }));
   hook_ids_.push_back(autograd::add_backward_end_hook([this] { finish(); }));
+  if (opt.progress == Progress::thread) progress_thread_ = std::thread([this] { progress_loop(); });
+}
+
+void DistributedDataParallel::progress_loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || polling_; });
+    if (stop_) return;
+    try {
+      progress();
+    } catch (const std::exception& e) {
+      abort(fmt::format("DistributedDataParallel: an all-reduce failed: {}", e.what()));
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(opt_.progress_interval_us));
+    lock.lock();
+  }
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
   for (uint64_t id : hook_ids_) autograd::remove_backward_hook(id);
+  if (progress_thread_.joinable()) {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    progress_thread_.join();
+  }
   for (Bucket& b : buckets_) {
     try {
       b.work.wait();
@@ -104,10 +134,14 @@ void DistributedDataParallel::on_grad(size_t i) {
   Param& p = params_[i];
   if (p.ready) return;
   Bucket& b = buckets_[p.bucket];
-  NoGradGuard no_grad;
-  b.flat.narrow(0, p.offset, p.t.numel()).copy_(p.t.grad().reshape({-1}));
+  {
+    NoGradGuard no_grad;  // the bucket is not in flight before all its parameters are ready
+    b.flat.narrow(0, p.offset, p.t.numel()).copy_(p.t.grad().reshape({-1}));
+  }
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (progress_thread_.joinable()) lock.lock();
   mark_ready(i);
-  progress();
+  if (!progress_thread_.joinable()) progress();
 }
 
 void DistributedDataParallel::mark_ready(size_t i) {
@@ -127,6 +161,10 @@ void DistributedDataParallel::launch(Bucket& b) {
     pg_.all_reduce(b.flat, ReduceOp::avg);  // NCCL: queued on its stream, the host does not wait
   } else {
     b.work = pg_.all_reduce_async(b.flat, ReduceOp::avg);
+    if (progress_thread_.joinable() && !polling_) {
+      polling_ = true;
+      cv_.notify_one();
+    }
   }
 }
 
@@ -139,6 +177,8 @@ void DistributedDataParallel::progress() {
 
 void DistributedDataParallel::finish() {
   if (!armed_ || !touched_) return;  // a backward that did not come through this model
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (progress_thread_.joinable()) lock.lock();  // the progress thread waits from here to reset()
   std::vector<std::string> unused;
   for (auto it = params_.rbegin(); it != params_.rend(); ++it)  // in registration order
     if (!it->ready) unused.push_back(it->name);
@@ -185,6 +225,7 @@ void DistributedDataParallel::reset() {
     b.work = Work();
   }
   next_launch_ = 0;
+  polling_ = false;
   armed_ = false;
   touched_ = false;
 }

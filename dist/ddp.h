@@ -28,8 +28,11 @@
 // backward is an Error naming it, unless find_unused_parameters, which all-reduces its
 // gradient as zeros (so ranks that used it and ranks that did not agree).
 #pragma once
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../nn/module.h"
@@ -37,8 +40,20 @@
 
 namespace reel::dist {
 
+// Who advances the all-reduces in flight. OpenMPI moves a nonblocking collective on
+// only inside MPI calls: `hooks` tests them from each gradient hook (no extra thread;
+// nothing moves while backward computes a long stretch without finishing a
+// parameter), `thread` from a thread that wakes every progress_interval_us while any
+// is in flight (it costs a little CPU per wake-up).
+enum class Progress { hooks, thread };
+
 struct DistributedDataParallelOptions {
   double bucket_cap_mb = 25;  // MiB of gradients per all-reduce
+  // The first bucket (the last layers' gradients, the first ready) closes at this size,
+  // so that communication starts early in backward (PyTorch's 1 MiB).
+  double first_bucket_mb = 1;
+  Progress progress = Progress::hooks;
+  int progress_interval_us = 200;
   bool broadcast_buffers = true;  // rank 0's buffers (BatchNorm's statistics) before each forward
   bool find_unused_parameters = false;
 };
@@ -103,6 +118,7 @@ class DistributedDataParallel {
   void launch_ready();
   void launch(Bucket& b);
   void progress();
+  void progress_loop();
   void finish();
   void reset();
 
@@ -117,6 +133,12 @@ class DistributedDataParallel {
   bool armed_ = false;  // a forward through the wrapper with grad mode on and sync
   bool touched_ = false;  // some parameter's hook ran in this backward
   DistributedDataParallelStats stats_;
+  // Progress::thread: mu_ serialises MPI calls and the buckets' state between backward's
+  // thread and the progress thread, which polls while polling_.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool polling_ = false, stop_ = false;
+  std::thread progress_thread_;
 };
 
 }  // namespace reel::dist

@@ -45,7 +45,7 @@ bool same_on_all_ranks(const nn::Module& m) {
   return true;
 }
 
-void train_equality(double bucket_cap_mb, int64_t expect_min_buckets) {
+void train_equality(dist::DistributedDataParallelOptions options, int64_t expect_buckets) {
   const int n = pg().size(), r = pg().rank();
   const int64_t per_rank = 6, batch = per_rank * n, steps = 50;
   manual_seed(7);
@@ -55,8 +55,8 @@ void train_equality(double bucket_cap_mb, int64_t expect_min_buckets) {
     NoGradGuard g;
     ddp_model.fc1.weight.fill_(3.0);
   }
-  dist::DistributedDataParallel ddp(ddp_model, pg(), {.bucket_cap_mb = bucket_cap_mb});
-  CHECK(ddp.bucket_count() >= expect_min_buckets);
+  dist::DistributedDataParallel ddp(ddp_model, pg(), options);
+  CHECK(ddp.bucket_count() == expect_buckets);
   CHECK(max_diff(ddp_model, reference) == 0);
   optim::SGD opt(ddp_model.parameters(), {.lr = 0.05, .momentum = 0.9});
   optim::SGD opt_ref(reference.parameters(), {.lr = 0.05, .momentum = 0.9});
@@ -80,14 +80,19 @@ void train_equality(double bucket_cap_mb, int64_t expect_min_buckets) {
 }  // namespace
 
 TEST_CASE("ddp: two ranks on halves of each batch end with one process's weights", "[dist][ddp]") {
-  SECTION("one 25 MiB bucket") { train_equality(25, 1); }
-  SECTION("a bucket per few parameters, all-reduced during backward") { train_equality(0.0005, 4); }
+  SECTION("one bucket") { train_equality({}, 1); }
+  SECTION("a bucket per few parameters, all-reduced during backward") {
+    train_equality({.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003}, 4);
+  }
+  SECTION("a progress thread") {
+    train_equality({.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003, .progress = dist::Progress::thread}, 4);
+  }
 }
 
 TEST_CASE("ddp: the all-reduces start during backward, in bucket order", "[dist][ddp]") {
   manual_seed(3);
   Mlp m;
-  dist::DistributedDataParallel ddp(m, pg(), {.bucket_cap_mb = 0.0005});
+  dist::DistributedDataParallel ddp(m, pg(), {.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003});
   cross_entropy(ddp(randn({4, 8})), tensor({0, 1, 2, 3}).to_long()).backward();
   // every bucket but the last was started from a hook before backward ended
   CHECK(ddp.stats().launched_in_backward == ddp.bucket_count());
