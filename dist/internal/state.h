@@ -1,6 +1,13 @@
 // Between dist/'s files: a process group's MPI state and the NCCL path's entry points.
 // Includes mpi.h: internal to dist/.
 #pragma once
+// MPI's C API only: its deprecated C++ bindings do not compile warning-free
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <string>
