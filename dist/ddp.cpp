@@ -75,7 +75,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   for (size_t i = 0; i < params_.size(); ++i)
     hook_ids_.push_back(autograd::add_post_accumulate_grad_hook(params_[i].t, [this, i](const Tensor&) { on_grad(i); }));
   hook_ids_.push_back(autograd::add_backward_end_hook([this] { finish(); }));
-  if (opt.progress == Progress::thread) progress_thread_ = std::thread([this] { progress_loop(); });
+  if (opt.progress == Progress::thread && pg.threads_may_call()) progress_thread_ = std::thread([this] { progress_loop(); });
 }
 
 void DistributedDataParallel::progress_loop() {

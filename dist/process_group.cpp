@@ -208,6 +208,7 @@ int ProcessGroup::rank() const { return s_->rank; }
 int ProcessGroup::size() const { return s_->size; }
 int ProcessGroup::local_rank() const { return s_->local_rank; }
 int ProcessGroup::local_size() const { return s_->local_size; }
+bool ProcessGroup::threads_may_call() const { return s_->thread_level >= MPI_THREAD_SERIALIZED; }
 const CommStats& ProcessGroup::stats() const { return s_->stats; }
 void ProcessGroup::reset_stats() { s_->stats = {}; }
 
@@ -351,13 +352,18 @@ ProcessGroup& init(InitOptions opt) {
                          ws, ws, ws), site);
     }
     int provided = 0;
-    // SERIALIZED: DistributedDataParallel calls MPI from the thread that runs backward only
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "dist::init", site);
+    // MULTIPLE: DistributedDataParallel's progress thread tests its all-reduces while the
+    // program's thread may call MPI too (it serialises its own calls; an MPI that offers
+    // less runs DistributedDataParallel without the thread)
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "dist::init", site);
     std::atexit(finalize_at_exit);
   }
   std::set_terminate(terminate_with_abort);
   auto s = std::make_unique<GroupState>();
   s->opt = opt;
+  int level = 0;
+  MPI_Query_thread(&level);
+  s->thread_level = level;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s->comm), "dist::init", site);
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s->async_comm), "dist::init", site);

@@ -64,6 +64,9 @@ class ProcessGroup {
   int size() const;
   int local_rank() const;  // among the ranks on this machine
   int local_size() const;
+  // Whether MPI lets a second thread call it (one at a time at least): what
+  // DistributedDataParallel's progress thread needs.
+  bool threads_may_call() const;
 
   // In place on `t` (CPU or CUDA; any layout, any dtype; avg needs floating point).
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum, Site site = {});

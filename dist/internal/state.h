@@ -22,6 +22,7 @@ struct GroupState {
   MPI_Comm comm = MPI_COMM_NULL;        // blocking collectives
   MPI_Comm async_comm = MPI_COMM_NULL;  // all_reduce_async (DDP's buckets)
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  int thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
   InitOptions opt;
   CommStats stats;
   NcclState* nccl = nullptr;

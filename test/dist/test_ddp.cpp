@@ -81,10 +81,10 @@ void train_equality(dist::DistributedDataParallelOptions options, int64_t expect
 
 TEST_CASE("ddp: two ranks on halves of each batch end with one process's weights", "[dist][ddp]") {
   SECTION("one bucket") { train_equality({}, 1); }
-  SECTION("a bucket per few parameters, all-reduced during backward") {
-    train_equality({.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003}, 4);
+  SECTION("a bucket per few parameters, progressed by the hooks") {
+    train_equality({.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003, .progress = dist::Progress::hooks}, 4);
   }
-  SECTION("a progress thread") {
+  SECTION("a bucket per few parameters, progressed by a thread") {
     train_equality({.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003, .progress = dist::Progress::thread}, 4);
   }
 }
