@@ -158,9 +158,11 @@ void DistributedDataParallel::launch_ready() {
 void DistributedDataParallel::launch(Bucket& b) {
   b.launched = true;
   if (b.flat.device().is_cuda()) {
-    pg_.all_reduce(b.flat, ReduceOp::avg);  // NCCL: queued on its stream, the host does not wait
+    pg_.all_reduce(b.flat, ReduceOp::sum);  // NCCL: queued on its stream, the host does not wait
   } else {
-    b.work = pg_.all_reduce_async(b.flat, ReduceOp::avg);
+    // a sum, divided in finish() on backward's thread: the progress thread runs no ops
+    // (each would start an OpenMP pool of its own)
+    b.work = pg_.all_reduce_async(b.flat, ReduceOp::sum);
     if (progress_thread_.joinable() && !polling_) {
       polling_ = true;
       cv_.notify_one();
@@ -209,6 +211,7 @@ void DistributedDataParallel::finish() {
   for (Bucket& b : buckets_) b.work.wait();
   stats_.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   NoGradGuard no_grad;
+  for (Bucket& b : buckets_) b.flat.mul_(1.0 / pg_.size());
   for (Param& p : params_) {
     Tensor avg = buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel()).reshape(p.t.shape());
     if (p.t.grad().defined()) p.t.grad().copy_(avg);
