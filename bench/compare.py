@@ -124,7 +124,11 @@ def w13_configs(a, build, envs):
     """(system, env, command, environment changes) of W13's three configurations."""
     prog = os.path.join(build, "bench", W13[0])
     args = ["--steps", "10", "--reps", str(a.reps), "--device", "cpu"]
-    configs = [("reel", "default", ["mpirun", "-np", "2", "--oversubscribe", prog, "--threads", "1"] + args, MPI_ENV),
+    mpirun = ["mpirun", "-np", "2", "--oversubscribe", prog, "--threads", "1"]
+    # "default": DistributedDataParallel's default progress thread; "hooks": all-reduces
+    # advanced only from the gradient hooks (which of the two hides more)
+    configs = [("reel", "default", mpirun + args, MPI_ENV),
+               ("reel", "hooks", mpirun + ["--progress-thread", "0"] + args, MPI_ENV),
                ("reel", "default", [prog, "--threads", "2"] + args, {})]
     for env in envs:
         configs.append(("pytorch", env, [a.python or "/usr/bin/python3", os.path.join(ROOT, W13[1]), "--ranks", "2",
@@ -206,6 +210,12 @@ def table(recs):
         if hidden is not None:
             rows.append((f"W13 {m} all-reduce hidden (share)", hidden, "all-reduce alone ms",
                          pooled(recs, "W13", "reel", f"{m}_allreduce_ms", "default"), hidden, "1e+09", True))
+            for env in ("default", "hooks"):
+                step = pooled(recs, "W13", "reel", f"{m}_ddp_step_ms", env)
+                h = pooled(recs, "W13", "reel", f"{m}_hidden_share", env)
+                if step is not None and h is not None:
+                    rows.append((f"W13 {m} progress {'thread' if env == 'default' else 'hooks'}: step_ms, hidden",
+                                 step, "hidden share", h, 0.0, "1e+09", True))
             sent = pooled(recs, "W13", "reel", f"{m}_bytes_sent_per_step", "default")
             rows.append((f"W13 {m} MB sent per rank per step", sent / 1e6, "-", None, 0.0, "1e+09", True))
     if gflops:
