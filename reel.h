@@ -7,6 +7,7 @@
 #include "autograd/ops.h"       // the differentiable ops and C++ operators
 #include "autograd/ops_rnn.h"   // rnn_layer, rnn: recurrent layers (RNN, LSTM, GRU), variable lengths
 #include "autograd/tape.h"      // the tape: backward, autograd::grad, printing
+#include "autograd/hooks.h"     // post-accumulate-grad and end-of-backward hooks (what DistributedDataParallel uses)
 #include "tensor/safetensors.h" // safetensors files: save, load, parse
 #include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
@@ -38,3 +39,6 @@
 #include "log/summary_writer.h" // SummaryWriter: scalars, histograms, images, text for TensorBoard
 #include "log/png.h"            // encode_png, write_png: 8-bit images as PNG
 #include "checkpoint/checkpoint.h" // checkpoint::save/load: a whole training run (model, optimizer, scheduler, generators, loader position, step) in one file
+#ifdef REEL_HAS_DIST  // programs linked with reel::dist (libreel_dist, built when MPI is found)
+#include "dist/dist.h"          // dist::init, ProcessGroup collectives, DistributedDataParallel, save_on_rank0
+#endif

@@ -2,9 +2,11 @@
 // Nodes are processed by decreasing seq (a max-heap), so every node runs after all
 // the nodes that consume its outputs; no recursion, so deep graphs are fine.
 #include <algorithm>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
+#include "internal/backward_hooks.h"
 #include "op_support.h"
 #include "ops.h"
 #include "tape.h"
@@ -61,6 +63,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   std::priority_queue<Node*, std::vector<Node*>, BySeq> ready;
   std::vector<Ref<Node>> keep;  // holds every visited node alive for the pass
 
+  // backward() (not grad()) runs the hooks of autograd/hooks.h
+  std::optional<autograd::internal::HookPass> hooks;
+  if (!capture && autograd::internal::any_backward_hooks()) hooks.emplace(roots);
+
   auto enqueue = [&](Node* n) {
     if (!n->queued) {
       n->queued = true;
@@ -98,6 +104,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         accumulate((*capture->results)[capture->leaves[r.impl()]], g);
       } else if (!capture) {
         accumulate_into_leaf(r.impl(), g);
+        if (hooks) hooks->leaf_edge(r.impl(), true);
       }
       continue;
     }
@@ -136,6 +143,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     for (size_t i = 0; i < n->edges.size(); ++i) {
       Edge& e = n->edges[i];
       Tensor& g = grad_inputs[i];
+      if (hooks && e.leaf && (!g.defined() || !e.needs_grad())) hooks->leaf_edge(e.leaf.get(), false);
       if (!e.needs_grad() || !g.defined()) continue;
       if (!(g.shape() == n->inputs[i].shape))
         fail("backward",
@@ -150,6 +158,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         if (it != capture->leaves.end()) accumulate((*capture->results)[it->second], g);
       } else {
         accumulate_into_leaf(e.leaf.get(), g);
+        if (hooks) hooks->leaf_edge(e.leaf.get(), true);
       }
     }
     if (!retain_graph) {
@@ -157,6 +166,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       n->released = true;
       n->released_by = released_by;
     }
+  }
+  if (hooks) {
+    set_grad_enabled(false);
+    hooks->finish();
   }
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs W1-W9 and W14 in reel, PyTorch and libtorch side by side and prints medians and ratios.
+"""Runs W1-W9, W13 and W14 in reel, PyTorch and libtorch side by side and prints medians and ratios.
 
     /usr/bin/python3 bench/compare.py                  # everything, all cores
     /usr/bin/python3 bench/compare.py --only W1,W6 --rounds 5 --reps 1
@@ -19,6 +19,11 @@ Raw results: the current run goes to bench/results/latest.jsonl, whose first lin
 before it is moved to bench/results/history/<its start time>.jsonl first.
 A peer that is not installed (PyTorch for --python, the ref_*_libtorch programs,
 a reel program not built) is reported with the package to install and skipped.
+
+W13 (data parallel, W3 and W4) runs three configurations per round: reel's
+bench_w13_ddp under `mpirun -np 2` (one thread per rank), the same program as one
+process with 2 threads, and PyTorch DDP (gloo) on 2 ranks (bench/reference/w13_ddp_pytorch.py):
+    /usr/bin/python3 bench/compare.py --only W13 --rounds 3 --reps 5 --no-compile
 """
 import argparse
 import datetime
@@ -58,6 +63,10 @@ WORKLOADS = {
     "W9": ("bench_w9_gru_imdb", "ref_w9_libtorch", "w9", ["--steps", "6", "--reps", "{reps}"]),
     "W14": ("bench_w14_transcendental", "ref_w14_libtorch", "w14", ["--reps", "{reps}"]),
 }
+# W13: (reel program, PyTorch peer script); see w13_configs
+W13 = ("bench_w13_ddp", "bench/reference/w13_ddp_pytorch.py")
+# mpirun refuses root unless told (CI containers); one OpenMP thread per rank
+MPI_ENV = {"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 W14_OPS = ("exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "erf", "softplus", "silu")
 
 # Floating-point work of one training step (forward, weight gradients, input
@@ -129,6 +138,22 @@ def best_peer(recs, workload, metric, systems=("pytorch", "libtorch")):
     return best
 
 
+def w13_configs(a, build, envs):
+    """(system, env, command, environment changes) of W13's three configurations."""
+    prog = os.path.join(build, "bench", W13[0])
+    args = ["--steps", "10", "--reps", str(a.reps), "--device", "cpu"]
+    mpirun = ["mpirun", "-np", "2", "--oversubscribe", prog, "--threads", "1"]
+    # "default": DistributedDataParallel's default progress thread; "hooks": all-reduces
+    # advanced only from the gradient hooks (which of the two hides more)
+    configs = [("reel", "default", mpirun + args, MPI_ENV),
+               ("reel", "hooks", mpirun + ["--progress-thread", "0"] + args, MPI_ENV),
+               ("reel", "default", [prog, "--threads", "2"] + args, {})]
+    for env in envs:
+        configs.append(("pytorch", env, [a.python or "/usr/bin/python3", os.path.join(ROOT, W13[1]), "--ranks", "2",
+                                         "--threads", "1"] + args, dict(ENVS[env], OMP_NUM_THREADS="1")))
+    return configs
+
+
 def fmt(x, digits=4):
     return "-" if x is None else f"{x:.{digits}g}"
 
@@ -191,6 +216,26 @@ def table(recs):
                 v = f + b if f and b else None
             floor_row(what + " (floor/time)", v, flop / (gflops * 1e9), 0.0, lower_is_better=False)
     vs_peer("W9", "epoch_s", 0.6)
+    # W13: 2 ranks x 1 thread against 1 process x 2 threads, and against PyTorch DDP (gloo)
+    for m, target_1p, target_peer in (("w4", 1.15, 0.7), ("w3", 1e9, 1e9)):
+        ddp = pooled(recs, "W13", "reel", f"{m}_ddp_step_ms", "default")
+        one = pooled(recs, "W13", "reel", f"{m}_1proc_step_ms", "default")
+        if ddp and one:
+            rows.append((f"W13 {m} 2 ranks / 1 process 2 threads", ddp, "reel 1x2", one, ddp / one,
+                         f"<= {target_1p:.3g}", ddp / one <= target_1p))
+        vs_peer("W13", f"{m}_ddp_step_ms", target_peer, f"W13 {m} ddp_step_ms vs PyTorch DDP", ("pytorch",))
+        hidden = pooled(recs, "W13", "reel", f"{m}_hidden_share", "default")
+        if hidden is not None:
+            rows.append((f"W13 {m} all-reduce hidden (share)", hidden, "all-reduce alone ms",
+                         pooled(recs, "W13", "reel", f"{m}_allreduce_ms", "default"), hidden, "1e+09", True))
+            for env in ("default", "hooks"):
+                step = pooled(recs, "W13", "reel", f"{m}_ddp_step_ms", env)
+                h = pooled(recs, "W13", "reel", f"{m}_hidden_share", env)
+                if step is not None and h is not None:
+                    rows.append((f"W13 {m} progress {'thread' if env == 'default' else 'hooks'}: step_ms, hidden",
+                                 step, "hidden share", h, 0.0, "1e+09", True))
+            sent = pooled(recs, "W13", "reel", f"{m}_bytes_sent_per_step", "default")
+            rows.append((f"W13 {m} MB sent per rank per step", sent / 1e6, "-", None, 0.0, "1e+09", True))
     if gflops:
         floor_row("W9 step_ms vs GRU GEMM floor (floor/time)", pooled(recs, "W9", "reel", "step_ms"),
                   1e3 * W9_GRU_FLOP_PER_STEP / (gflops * 1e9), 0.0, lower_is_better=False)
@@ -343,8 +388,8 @@ def main():
         compare_gpu.gpu_table(compare_gpu.gpu_runs(a, build, jsonl, run))
         print(f"\nJSON lines appended to {jsonl}")
         return
-    only = [w.strip().upper() for w in a.only.split(",") if w.strip()] or list(WORKLOADS)
-    unknown = [w for w in only if w not in WORKLOADS]
+    only = [w.strip().upper() for w in a.only.split(",") if w.strip()] or list(WORKLOADS) + ["W13"]
+    unknown = [w for w in only if w not in WORKLOADS and w != "W13"]
     if unknown:
         p.error(f"unknown workload(s) {','.join(unknown)}; known: {','.join(WORKLOADS)}")
     envs = [e for e in a.peer_envs.split(",") if e]
@@ -359,6 +404,12 @@ def main():
         missing("libtorch", f"{', '.join(no_libtorch)} not built in {bench_dir}",
                 f"{INSTALL_HINT} (Debian's libtorch-dev), then reconfigure {a.build} with -DREEL_BUILD_BENCH=ON")
     for wl in only:
+        if wl == "W13":
+            for rnd in range(1, a.rounds + 1):
+                for sysname, env, cmd, env_mod in w13_configs(a, build, envs):
+                    print(f"W13 round {rnd}: {sysname} ({env}) {os.path.basename(cmd[0])}", flush=True)
+                    recs += run(cmd, env_mod, jsonl, {"env": env, "round": rnd})
+            continue
         reel, ref, py, extra = WORKLOADS[wl]
         extra = [x.format(reps=a.reps) for x in extra]
         configs = []

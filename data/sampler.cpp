@@ -109,6 +109,41 @@ std::vector<int64_t> WeightedRandomSampler::indices(int64_t epoch) const {
   return out;
 }
 
+DistributedSampler::DistributedSampler(int64_t n, DistributedSamplerOptions opt) : n_(n), opt_(opt) {
+  if (n < 0) throw Error(fmt::format("DistributedSampler: n must be >= 0, got {}", n));
+  if (opt.num_replicas < 1)
+    throw Error(fmt::format("DistributedSampler: num_replicas must be at least 1, got {}", opt.num_replicas));
+  if (opt.rank < 0 || opt.rank >= opt.num_replicas)
+    throw Error(fmt::format("DistributedSampler: rank must be in [0, {}), got {}", opt.num_replicas, opt.rank));
+  // PyTorch's rule: with drop_last the tail that cannot be split evenly is dropped,
+  // else the epoch is padded up to the next multiple of num_replicas.
+  int64_t r = opt.num_replicas;
+  num_samples_ = opt.drop_last && n % r != 0 ? (n - r + r - 1) / r : (n + r - 1) / r;
+  if (num_samples_ < 0) num_samples_ = 0;
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+  if (epoch_ >= 0) epoch = epoch_;
+  std::vector<int64_t> all;
+  if (opt_.shuffle) {
+    internal::SplitMix rng(internal::derive_seed(opt_.seed, uint64_t(epoch)));
+    all = permutation(n_, rng);
+  } else {
+    all.resize(size_t(n_));
+    std::iota(all.begin(), all.end(), int64_t(0));
+  }
+  size_t total = size_t(total_size());
+  if (all.size() < total) {  // pad with the head of the permutation, repeated when short
+    size_t have = all.size();
+    for (size_t i = 0; all.size() < total; ++i) all.push_back(all[i % have]);
+  }
+  all.resize(total);
+  std::vector<int64_t> mine;
+  mine.reserve(size_t(num_samples_));
+  for (size_t i = size_t(opt_.rank); i < total; i += size_t(opt_.num_replicas)) mine.push_back(all[i]);
+  return mine;
+}
+
 BatchSampler::BatchSampler(const Sampler& sampler, int64_t batch_size, bool drop_last)
     : sampler_(sampler), batch_size_(batch_size), drop_last_(drop_last) {
   if (batch_size < 1) throw Error(fmt::format("BatchSampler: batch_size must be at least 1, got {}", batch_size));

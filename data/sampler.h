@@ -83,6 +83,37 @@ class WeightedRandomSampler final : public Sampler {
   WeightedRandomSamplerOptions opt_;
 };
 
+// Each of num_replicas processes (ranks) visits its own shard of 0..n-1, as PyTorch's
+// DistributedSampler: one permutation of (seed, epoch) shared by every rank (or 0..n-1
+// without shuffle), padded by repeating its head up to a multiple of num_replicas (or,
+// with drop_last, cut down to one), and rank r takes positions r, r + num_replicas, ...
+// So the shards are disjoint (up to the padding) and together cover every index. The
+// epoch is the one the DataLoader passes, or the last set_epoch() given (PyTorch's way:
+// call it before each epoch when the loader is made anew).
+//
+//   data::DistributedSampler shard(train.size(), {.num_replicas = pg.size(), .rank = pg.rank()});
+//   data::DataLoader loader(train, {.batch_size = 64, .sampler = &shard});
+struct DistributedSamplerOptions {
+  int64_t num_replicas = 1;
+  int64_t rank = 0;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  bool drop_last = false;
+};
+class DistributedSampler final : public Sampler {
+ public:
+  DistributedSampler(int64_t n, DistributedSamplerOptions opt);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return num_samples_; }  // per rank
+  int64_t total_size() const { return num_samples_ * opt_.num_replicas; }
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+
+ private:
+  int64_t n_, num_samples_;
+  DistributedSamplerOptions opt_;
+  int64_t epoch_ = -1;  // -1: the epoch indices() is given
+};
+
 // Cuts a sampler's epoch into batches of batch_size (the last one shorter, or
 // dropped with drop_last): what the DataLoader does with its sampler.
 class BatchSampler {

@@ -8,12 +8,21 @@
 //   tensorboard --logdir runs                        # while it trains
 //   scripts/plot_curves.py out/cnn/curves.csv        # out/cnn/curves.png, with matplotlib
 //   evaluate_fashion_mnist --model cnn --out out/cnn
+//
+// --distributed trains data-parallel on the processes mpirun starts (a build with MPI):
+// each rank a shard of every epoch (DistributedSampler), the model wrapped in
+// DistributedDataParallel (gradients averaged over the ranks during backward); rank 0
+// prints, writes the curves and saves the checkpoint.
+//   OMP_NUM_THREADS=1 mpirun -np 2 train_fashion_mnist --distributed --batch-size 64
 #include <reel/reel.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "fashion_mnist.h"
 
@@ -25,6 +34,7 @@ namespace {
 const char* kUsage =
     "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--data DIR] [--out DIR] [--logdir DIR|none]\n"
     "                           [--batch-size N] [--lr X] [--seed N] [--workers N] [--device cpu|cuda]\n"
+    "                           [--distributed]   (under mpirun: --batch-size is per rank)\n"
     "  --logdir: the TensorBoard log folder (default runs/train_fashion_mnist; none: no log)\n";
 
 struct EpochLog {
@@ -58,6 +68,24 @@ void write_curves(const std::filesystem::path& out, const std::vector<EpochLog>&
 }
 
 int run(int argc, char** argv) {
+  // --distributed takes no value: taken out before the key-value options are parsed
+  bool distributed = false;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--distributed") distributed = true;
+    else rest.push_back(argv[i]);
+  }
+  argc = int(rest.size());
+  argv = rest.data();
+#ifdef REEL_HAS_DIST
+  dist::ProcessGroup* pg = distributed ? &dist::init() : nullptr;
+  const bool rank0 = !pg || pg->rank() == 0;
+  std::string ranks = pg ? ", " + std::to_string(pg->size()) + " ranks (data-parallel)" : "";
+#else
+  if (distributed) throw Error("--distributed needs reel built with MPI (libopenmpi-dev): this build has no dist/");
+  const bool rank0 = true;
+  std::string ranks;
+#endif
   auto args = fashion::parse_args(argc, argv,
                                   {{"model", "mlp"}, {"epochs", "10"}, {"data", "/usr/share/datasets/fashion-mnist"},
                                    {"out", "out"}, {"logdir", "runs/train_fashion_mnist"}, {"batch-size", "128"}, {"lr", "1e-3"}, {"seed", "1"},
@@ -68,7 +96,7 @@ int run(int argc, char** argv) {
   uint64_t seed = std::stoull(args["seed"]);
   Device device = fashion::parse_device(args["device"]);
   std::filesystem::path out = args["out"];
-  std::filesystem::create_directories(out);
+  if (rank0) std::filesystem::create_directories(out);
 
   // The whole set is normalised once, up front: batches are then plain row copies.
   data::ImageSet train = data::load_mnist(args["data"], data::Split::train);
@@ -77,22 +105,41 @@ int run(int argc, char** argv) {
   test.images = data::normalize(test.images, {fashion::kMean}, {fashion::kStd});
   data::TensorDataset train_set(train.images, train.labels), test_set(test.images, test.labels);
   int workers = std::stoi(args["workers"]);
-  data::DataLoader train_loader(train_set, {.batch_size = batch_size, .shuffle = true, .seed = seed,
-                                            .workers = workers, .device = device});
+  data::DataLoaderOptions train_options{.batch_size = batch_size, .shuffle = true, .seed = seed,
+                                        .workers = workers, .device = device};
+#ifdef REEL_HAS_DIST
+  // each rank its shard of each epoch's permutation of (seed, epoch)
+  std::optional<data::DistributedSampler> shard;
+  if (pg) {
+    shard.emplace(train_set.size(), data::DistributedSamplerOptions{.num_replicas = pg->size(), .rank = pg->rank(),
+                                                                     .seed = seed});
+    train_options.shuffle = false;
+    train_options.sampler = &*shard;
+  }
+#endif
+  data::DataLoader train_loader(train_set, train_options);
   data::DataLoader test_loader(test_set, {.batch_size = 1000, .workers = workers, .device = device});
 
   manual_seed(seed);
   nn::Sequential model = fashion::make_model(args["model"]);
   model.to(device);
+#ifdef REEL_HAS_DIST
+  std::optional<dist::DistributedDataParallel> ddp;  // rank 0's initial weights on every rank
+  if (pg) ddp.emplace(model, *pg);
+  auto forward = [&](const Tensor& x) { return ddp ? (*ddp)(x) : model(x); };
+#else
+  auto forward = [&](const Tensor& x) { return model(x); };
+#endif
   optim::Adam opt(model.parameters(), {.lr = std::stod(args["lr"])});
   optim::CosineAnnealingLR schedule(opt, {.T_max = epochs});
-  std::printf("%s: %zu parameter tensors, %lld training images, %lld test images, %s\n", args["model"].c_str(),
-              model.parameters().size(), (long long)train_set.size(), (long long)test_set.size(),
-              device.str().c_str());
+  if (rank0)
+    std::printf("%s: %zu parameter tensors, %lld training images, %lld test images, %s%s\n", args["model"].c_str(),
+                model.parameters().size(), (long long)train_set.size(), (long long)test_set.size(),
+                device.str().c_str(), ranks.c_str());
 
   std::string logdir = args["logdir"];
   std::unique_ptr<SummaryWriter> tb;
-  if (logdir != "none") {
+  if (logdir != "none" && rank0) {  // one log, written by rank 0
     tb = std::make_unique<SummaryWriter>(logdir);
     std::string config;
     for (const auto& [key, value] : args) config += "- " + key + ": `" + value + "`\n";
@@ -110,7 +157,7 @@ int run(int argc, char** argv) {
     double shown_loss = 0;
     auto last_shown = start;
     for (data::Example& batch : train_loader) {
-      Tensor logits = model(batch.data);
+      Tensor logits = forward(batch.data);
       Tensor loss = cross_entropy(logits, batch.target);
       opt.zero_grad();
       loss.backward();
@@ -126,17 +173,28 @@ int run(int argc, char** argv) {
       ++step;
       ++global_step;
       if (tb && global_step % 50 == 0) tb->add_scalar("loss/train_step", loss.item<double>(), global_step);
-      if (seconds_since(last_shown) > 0.25 || step == train_loader.size()) {
+      if (rank0 && (seconds_since(last_shown) > 0.25 || step == train_loader.size())) {
         shown_loss = loss_sum.item<double>() / double(seen);
         progress(epoch, epochs, step, train_loader.size(), shown_loss, double(seen) / seconds_since(start));
         last_shown = Clock::now();
       }
     }
     double train_seconds = seconds_since(start);
+#ifdef REEL_HAS_DIST
+    if (pg) {  // the epoch's figures over every rank's shard
+      Tensor totals = tensor({loss_sum.item<double>(), double(correct.item<int64_t>()), double(seen)});
+      pg->all_reduce(totals);
+      auto v = totals.to_vector<float>();
+      loss_sum = scalar_tensor(v[0]);
+      correct = scalar_tensor(v[1], {.dtype = DType::i64});
+      seen = int64_t(v[2]);
+    }
+#endif
     schedule.step();
     fashion::Score score = fashion::evaluate(model, test_loader);
     log.push_back({loss_sum.item<double>() / double(seen), double(correct.item<int64_t>()) / double(seen), score.loss,
                    score.accuracy, lr, train_seconds});
+    if (!rank0) continue;
     std::fprintf(stderr, "\n");
     std::printf("epoch %2d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  lr %.2e  %.1f s  %.0f img/s\n",
                 epoch, epochs, log.back().train_loss, 100 * log.back().train_acc, score.loss, 100 * score.accuracy, lr,
@@ -153,7 +211,17 @@ int run(int argc, char** argv) {
     }
   }
   std::filesystem::path checkpoint = out / (args["model"] + ".safetensors");
+#ifdef REEL_HAS_DIST
+  if (pg) {
+    dist::save_on_rank0(*pg, [&] { model.save(checkpoint.string()); });
+    dist::finalize();
+    if (!rank0) return 0;
+  } else {
+    model.save(checkpoint.string());
+  }
+#else
   model.save(checkpoint.string());
+#endif
   std::printf("test accuracy %.2f%%; wrote %s, %s%s%s\n", 100 * log.back().test_acc, checkpoint.c_str(),
               (out / "curves.csv").c_str(), tb ? ", TensorBoard log in " : "", tb ? logdir.c_str() : "");
   return 0;

@@ -10,6 +10,10 @@ set -euo pipefail
 # venv of the TensorBoard/onnxruntime/plot tests (scripts/python-venv.sh, from PyPI).
 pkgs=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev libfmt-dev catch2 zlib1g-dev
   libonnx-dev libprotobuf-dev protobuf-compiler python3-venv)
+# dist/ (data-parallel training; its tests run under mpirun)
+pkgs+=(libopenmpi-dev openmpi-bin)
+# nn/models' test: torchvision writes the reference weights and outputs (test/models)
+pkgs+=(python3-torchvision)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist) ;;

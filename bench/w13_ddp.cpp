@@ -1,0 +1,136 @@
+// W13: data-parallel training of W3 and W4 (global batch 64, SGD lr 0.01 momentum 0.9,
+// synthetic data of the workloads' shapes: the work per step is the real data's).
+// Started alone it is the 1-process baseline (--threads N, batch 64); started under
+// mpirun it is DistributedDataParallel on the ranks (each 64 / ranks examples, one
+// thread each):
+//   bench_w13_ddp --threads 2 --steps 10 --reps 5
+//   OMP_NUM_THREADS=1 mpirun -np 2 bench_w13_ddp --threads 1 --steps 10 --reps 5
+// Reports ms per step ({w3,w4}_1proc_step_ms, {w3,w4}_ddp_step_ms); under mpirun also
+// the gradient all-reduce alone (allreduce_ms: the same buckets all-reduced with nothing
+// else running), the part of it backward's end still waited for (exposed_wait_ms, on the
+// rank that finished backward last), the share hidden behind backward (1 - exposed /
+// alone), and the bytes each rank sends per
+// step (a ring all-reduce sends 2 (n-1)/n of the gradient bytes).
+#include <algorithm>
+#include <cstdlib>
+
+#include "reel_bench.h"
+
+using namespace reel;
+
+namespace {
+
+nn::Sequential make_w3() {
+  return nn::Sequential{nn::Conv2d(1, 32, 3), nn::ReLU(),        nn::Conv2d(32, 64, 3), nn::ReLU(),
+                        nn::MaxPool2d(2),     nn::Dropout(0.25), nn::Flatten(),         nn::Linear(9216, 128),
+                        nn::ReLU(),           nn::Dropout(0.5),  nn::Linear(128, 10)};
+}
+nn::Sequential make_w4() {
+  return nn::Sequential{nn::Conv2d(3, 50, 3, {.padding = 1}),   nn::ReLU(), nn::Conv2d(50, 50, 3, {.padding = 1}),
+                        nn::ReLU(),                             nn::MaxPool2d(2), nn::Dropout(0.25),
+                        nn::Conv2d(50, 100, 3, {.padding = 1}), nn::ReLU(), nn::Conv2d(100, 100, 3, {.padding = 1}),
+                        nn::ReLU(),                             nn::MaxPool2d(2), nn::Dropout(0.25),
+                        nn::Flatten(),                          nn::Linear(6400, 512), nn::ReLU(),
+                        nn::Dropout(0.5),                       nn::Linear(512, 10)};
+}
+
+void run(const bench::Args& args, const char* name, nn::Sequential model, Dims image, dist::ProcessGroup* pg) {
+  const int64_t batch = 64, steps = args.get("--steps", 10);
+  const int ranks = pg ? pg->size() : 1;
+  std::optional<dist::DistributedDataParallel> ddp;
+  // --progress-thread 0: the gradient hooks advance the all-reduces (default 1: a thread)
+  if (pg)
+    ddp.emplace(model, *pg,
+                dist::DistributedDataParallelOptions{
+                    .progress = args.get("--progress-thread", 1) ? dist::Progress::thread : dist::Progress::hooks});
+  optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+  Dims shape = image;
+  shape.insert(0, batch / ranks);
+  manual_seed(uint64_t(100 + (pg ? pg->rank() : 0)));
+  Tensor x = randn(shape), y = randint(0, 10, {batch / ranks});
+  double waited = 0;
+  auto step = [&] {
+    Tensor loss = cross_entropy(ddp ? (*ddp)(x) : model(x), y);
+    opt.zero_grad();
+    loss.backward();
+    if (ddp) waited += ddp->stats().wait_seconds;
+    opt.step();
+    return loss;
+  };
+  for (int i = 0; i < 3; ++i) step();  // warm-up
+  std::vector<double> ms, wait_ms;
+  for (int rep = 0; rep < args.reps; ++rep) {
+    waited = 0;
+    if (pg) pg->barrier();
+    double t0 = bench::now_s();
+    Tensor loss;
+    for (int64_t i = 0; i < steps; ++i) loss = step();
+    (void)loss.item<float>();
+    ms.push_back(1e3 * (bench::now_s() - t0) / double(steps));
+    wait_ms.push_back(1e3 * waited / double(steps));
+  }
+  std::string metric = std::string(name) + (pg ? "_ddp_step_ms" : "_1proc_step_ms");
+  std::string extra = "\"ranks\": " + std::to_string(ranks);
+  if (pg) extra += args.get("--progress-thread", 1) ? ", \"progress\": \"thread\"" : ", \"progress\": \"hooks\"";
+  bench::report(args, "W13", "reel", "cpu", metric.c_str(), ms, extra);
+  if (!pg) return;
+  // the replicas must still agree after the timed steps (a broken all-reduce would be fast)
+  double checksum = 0;
+  for (const Tensor& p : model.parameters()) checksum += p.sum().item<double>();
+  std::vector<Tensor> all = pg->all_gather(scalar_tensor(checksum, {.dtype = DType::f64}));
+  for (const Tensor& c : all)
+    if (c.item<double>() != checksum) {
+      std::fprintf(stderr, "W13 %s: the ranks' weights differ (checksum %.17g against %.17g)\n", name, checksum,
+                   c.item<double>());
+      std::exit(1);
+    }
+  // the same buckets all-reduced with nothing else running: what there was to hide
+  std::vector<Tensor> buckets;
+  for (int64_t n : ddp->bucket_numels()) buckets.push_back(zeros({n}));
+  std::vector<double> alone;
+  for (int rep = 0; rep < std::max(5, args.reps); ++rep) {
+    pg->barrier();
+    double t0 = bench::now_s();
+    std::vector<dist::Work> works;
+    for (Tensor& b : buckets) works.push_back(pg->all_reduce_async(b, dist::ReduceOp::avg));
+    for (auto& w : works) w.wait();
+    alone.push_back(1e3 * (bench::now_s() - t0));
+  }
+  // A rank that finishes backward first also waits for its peer's backward: the rank that
+  // arrives last waits for the unhidden communication alone, so each repetition's exposed
+  // wait is the smallest over the ranks.
+  Tensor waits = from_vector(wait_ms);
+  pg->all_reduce(waits, dist::ReduceOp::min);
+  auto w = waits.to_vector<double>();
+  wait_ms.assign(w.begin(), w.end());
+  double alone_ms = bench::stats_of(alone).median, exposed = bench::stats_of(wait_ms).median;
+  double hidden = alone_ms > 0 ? std::clamp(1.0 - exposed / alone_ms, 0.0, 1.0) : 0.0;
+  double sent = double(ddp->stats().bytes) * 2.0 * (ranks - 1) / ranks;
+  bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_allreduce_ms").c_str(), alone, extra);
+  bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_exposed_wait_ms").c_str(), wait_ms, extra);
+  bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_hidden_share").c_str(), std::vector<double>{hidden},
+                extra);
+  bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_bytes_sent_per_step").c_str(),
+                std::vector<double>{sent}, extra + ", \"buckets\": " + std::to_string(ddp->bucket_count()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Args args = bench::parse_args(argc, argv);
+  bench::setup(args);
+  dist::ProcessGroup* pg = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") ? &dist::init() : nullptr;
+  if (pg && pg->rank() != 0) {  // one report per job: rank 0's (the ranks step in lockstep)
+    args.json.clear();
+    std::fclose(stdout);
+  }
+  std::string only = "w3,w4";
+  for (size_t i = 0; i + 1 < args.rest.size(); ++i)
+    if (args.rest[i] == "--only") only = args.rest[i + 1];
+  manual_seed(1);
+  if (only.find("w3") != std::string::npos) run(args, "w3", make_w3(), {1, 28, 28}, pg);
+  manual_seed(1);
+  if (only.find("w4") != std::string::npos) run(args, "w4", make_w4(), {3, 32, 32}, pg);
+  if (pg) dist::finalize();
+  return 0;
+}

@@ -1,0 +1,236 @@
+// DistributedDataParallel: buckets of gradients all-reduced from backward's hooks
+// (see ddp.h for the scheme).
+#include "ddp.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "../autograd/grad_mode.h"
+#include "../autograd/hooks.h"
+
+namespace reel::dist {
+
+DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGroup& pg,
+                                                 DistributedDataParallelOptions opt, Site site)
+    : module_(module), pg_(pg), opt_(opt) {
+  const char* op = "DistributedDataParallel";
+  if (!(opt.bucket_cap_mb > 0)) fail(op, fmt::format("bucket_cap_mb must be positive, got {}", opt.bucket_cap_mb), site);
+  nn::NamedTensors named = module.named_parameters();
+  // every rank must wrap the same model: one layout check, then no per-bucket checks
+  std::string layout;
+  for (auto& [name, t] : named) layout += fmt::format("{} {} {}; ", name, t.shape().str(), dtype_name(t.dtype()));
+  for (auto& [name, t] : module.named_buffers()) layout += fmt::format("{} {}; ", name, t.shape().str());
+  pg.check_same(op, fmt::format("the model [{}]", layout), site);
+
+  {
+    NoGradGuard no_grad;  // parameters are leaves that require grad: written in place
+    for (auto& [name, t] : named) pg.broadcast(t, 0, site);
+    for (Tensor& b : module.buffers()) pg.broadcast(b, 0, site);
+  }
+
+  // buckets in reverse registration order, one dtype and device each
+  for (auto it = named.rbegin(); it != named.rend(); ++it)
+    if (it->second.requires_grad()) params_.push_back({it->second, it->first});
+  // PyTorch's rule: a bucket closes once it holds at least its cap (so one large
+  // gradient makes a bucket of its own size), or at a change of dtype or device
+  if (!(opt.first_bucket_mb > 0))
+    fail(op, fmt::format("first_bucket_mb must be positive, got {}", opt.first_bucket_mb), site);
+  std::vector<std::vector<size_t>> groups;
+  double bytes = 0;
+  bool open = false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& t = params_[i].t;
+    if (open) {
+      const Tensor& first = params_[groups.back().front()].t;
+      open = first.dtype() == t.dtype() && first.device() == t.device();
+    }
+    if (!open) {
+      groups.emplace_back();
+      bytes = 0;
+      open = true;
+    }
+    groups.back().push_back(i);
+    bytes += double(t.numel()) * double(t.element_size());
+    double cap = (groups.size() == 1 ? opt.first_bucket_mb : opt.bucket_cap_mb) * 1024 * 1024;
+    if (bytes >= cap) open = false;
+  }
+  for (auto& g : groups) {
+    Bucket b;
+    int64_t n = 0;
+    for (size_t i : g) {
+      params_[i].bucket = buckets_.size();
+      params_[i].offset = n;
+      n += params_[i].t.numel();
+    }
+    const Tensor& first = params_[g.front()].t;
+    b.flat = zeros({n}, {.dtype = first.dtype(), .device = first.device()});
+    b.params = g;
+    b.pending = g.size();
+    stats_.bytes += uint64_t(n) * first.element_size();
+    buckets_.push_back(std::move(b));
+  }
+  stats_.buckets = int64_t(buckets_.size());
+
+  for (size_t i = 0; i < params_.size(); ++i)
+    hook_ids_.push_back(autograd::add_post_accumulate_grad_hook(params_[i].t, [this, i](const Tensor&) { on_grad(i); }));
+  hook_ids_.push_back(autograd::add_backward_end_hook([this] { finish(); }));
+  if (opt.progress == Progress::thread && pg.threads_may_call()) progress_thread_ = std::thread([this] { progress_loop(); });
+}
+
+void DistributedDataParallel::progress_loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || polling_; });
+    if (stop_) return;
+    try {
+      progress();
+    } catch (const std::exception& e) {
+      abort(fmt::format("DistributedDataParallel: an all-reduce failed: {}", e.what()));
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(opt_.progress_interval_us));
+    lock.lock();
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (uint64_t id : hook_ids_) autograd::remove_backward_hook(id);
+  if (progress_thread_.joinable()) {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    progress_thread_.join();
+  }
+  for (Bucket& b : buckets_) {
+    try {
+      b.work.wait();
+    } catch (const std::exception&) {
+      // a failed all-reduce already reported its error; a destructor must not throw
+    }
+  }
+}
+
+std::vector<int64_t> DistributedDataParallel::bucket_numels() const {
+  std::vector<int64_t> n;
+  for (const Bucket& b : buckets_) n.push_back(b.flat.numel());
+  return n;
+}
+
+Tensor DistributedDataParallel::operator()(const Tensor& x, Site site) {
+  if (opt_.broadcast_buffers && module_.is_training()) {
+    NoGradGuard no_grad;
+    for (Tensor& b : module_.buffers()) pg_.broadcast(b, 0, site);
+  }
+  if (grad_enabled() && sync_) armed_ = true;
+  return module_(x, site);
+}
+
+void DistributedDataParallel::on_grad(size_t i) {
+  if (!armed_) return;
+  touched_ = true;
+  Param& p = params_[i];
+  if (p.ready) return;
+  Bucket& b = buckets_[p.bucket];
+  {
+    NoGradGuard no_grad;  // the bucket is not in flight before all its parameters are ready
+    b.flat.narrow(0, p.offset, p.t.numel()).copy_(p.t.grad().reshape({-1}));
+  }
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (progress_thread_.joinable()) lock.lock();
+  mark_ready(i);
+  if (!progress_thread_.joinable()) progress();
+}
+
+void DistributedDataParallel::mark_ready(size_t i) {
+  Param& p = params_[i];
+  p.ready = true;
+  if (--buckets_[p.bucket].pending == 0) launch_ready();
+}
+
+// Starts the full buckets in bucket order: every rank issues the same sequence.
+void DistributedDataParallel::launch_ready() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(buckets_[next_launch_++]);
+}
+
+void DistributedDataParallel::launch(Bucket& b) {
+  b.launched = true;
+  if (b.flat.device().is_cuda()) {
+    pg_.all_reduce(b.flat, ReduceOp::sum);  // NCCL: queued on its stream, the host does not wait
+  } else {
+    // a sum, divided in finish() on backward's thread: the progress thread runs no ops
+    // (each would start an OpenMP pool of its own)
+    b.work = pg_.all_reduce_async(b.flat, ReduceOp::sum);
+    if (progress_thread_.joinable() && !polling_) {
+      polling_ = true;
+      cv_.notify_one();
+    }
+  }
+}
+
+// OpenMPI advances a nonblocking collective only inside MPI calls: each hook gives the
+// ones in flight a turn.
+void DistributedDataParallel::progress() {
+  for (size_t k = 0; k < next_launch_; ++k)
+    if (buckets_[k].work.defined()) buckets_[k].work.test();
+}
+
+void DistributedDataParallel::finish() {
+  if (!armed_ || !touched_) return;  // a backward that did not come through this model
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (progress_thread_.joinable()) lock.lock();  // the progress thread waits from here to reset()
+  std::vector<std::string> unused;
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it)  // in registration order
+    if (!it->ready) unused.push_back(it->name);
+  if (!unused.empty() && !opt_.find_unused_parameters) {
+    std::string names;
+    for (auto& n : unused) names += (names.empty() ? "" : ", ") + n;
+    reset();
+    fail("DistributedDataParallel",
+         fmt::format("{} parameter(s) got no gradient in this backward: {}. Every rank must all-reduce every "
+                     "bucket: make them take part in the loss, set requires_grad false on them, or pass "
+                     "{{.find_unused_parameters = true}}",
+                     unused.size(), names),
+         Site(nullptr, 0));
+  }
+  stats_.launched_in_backward = int64_t(next_launch_);
+  {
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Param& p = params_[i];
+      if (p.ready) continue;
+      Tensor slot = buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel());
+      if (p.t.grad().defined()) slot.copy_(p.t.grad().reshape({-1}));  // accumulated under no_sync
+      else slot.zero_();
+      mark_ready(i);
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  for (Bucket& b : buckets_) b.work.wait();
+  stats_.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  NoGradGuard no_grad;
+  for (Bucket& b : buckets_) b.flat.mul_(1.0 / pg_.size());
+  for (Param& p : params_) {
+    Tensor avg = buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel()).reshape(p.t.shape());
+    if (p.t.grad().defined()) p.t.grad().copy_(avg);
+    else p.t.set_grad(avg.clone());
+  }
+  reset();
+}
+
+void DistributedDataParallel::reset() {
+  for (Param& p : params_) p.ready = false;
+  for (Bucket& b : buckets_) {
+    b.pending = b.params.size();
+    b.launched = false;
+    b.work = Work();
+  }
+  next_launch_ = 0;
+  polling_ = false;
+  armed_ = false;
+  touched_ = false;
+}
+
+}  // namespace reel::dist

@@ -1,0 +1,173 @@
+// DistributedDataParallel on two ranks against one process: each rank trains on its
+// half of every batch; the weights after 50 steps must equal those of one model trained
+// on the whole batches (the mean of the halves' mean gradients is the whole batch's).
+#include <catch2/catch.hpp>
+
+#include <reel/reel.h>
+
+using namespace reel;
+
+namespace {
+dist::ProcessGroup& pg() { return dist::world(); }
+
+struct Mlp : nn::Module {
+  nn::Linear fc1{8, 16}, fc2{16, 16}, fc3{16, 4}, spare{4, 4};
+  bool use_spare = false;
+  explicit Mlp(bool with_spare = false) {
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+    register_module("fc3", fc3);
+    if (with_spare) register_module("spare", spare);  // a layer forward() may leave out
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = fc3(relu(fc2(relu(fc1(x)))));
+    return use_spare ? spare(h) : h;
+  }
+};
+
+void copy_weights(nn::Module& to, const nn::Module& from) { to.load_state_dict(from.state_dict()); }
+
+// The largest |a - b| over every parameter.
+double max_diff(const nn::Module& a, const nn::Module& b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  double d = 0;
+  for (size_t i = 0; i < pa.size(); ++i) d = std::max(d, (pa[i] - pb[i]).abs().max().item<double>());
+  return d;
+}
+
+// rank r's copy of the parameters equals rank 0's
+bool same_on_all_ranks(const nn::Module& m) {
+  for (const Tensor& p : m.parameters()) {
+    std::vector<Tensor> all = pg().all_gather(p.detach());
+    for (auto& q : all)
+      if ((q - all[0]).abs().max().item<double>() != 0) return false;
+  }
+  return true;
+}
+
+void train_equality(dist::DistributedDataParallelOptions options, int64_t expect_buckets) {
+  const int n = pg().size(), r = pg().rank();
+  const int64_t per_rank = 6, batch = per_rank * n, steps = 50;
+  manual_seed(7);
+  Mlp ddp_model, reference;
+  copy_weights(reference, ddp_model);
+  if (r == 1) {  // DistributedDataParallel must start every rank from rank 0's weights
+    NoGradGuard g;
+    ddp_model.fc1.weight.fill_(3.0);
+  }
+  dist::DistributedDataParallel ddp(ddp_model, pg(), options);
+  CHECK(ddp.bucket_count() == expect_buckets);
+  CHECK(max_diff(ddp_model, reference) == 0);
+  optim::SGD opt(ddp_model.parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD opt_ref(reference.parameters(), {.lr = 0.05, .momentum = 0.9});
+  Generator data(11);  // the same batches on every rank
+  for (int64_t step = 0; step < steps; ++step) {
+    Tensor x = randn({batch, 8}, data);
+    Tensor y = randint(0, 4, {batch}, data);
+    opt.zero_grad();
+    cross_entropy(ddp(x.narrow(0, r * per_rank, per_rank)), y.narrow(0, r * per_rank, per_rank)).backward();
+    opt.step();
+    opt_ref.zero_grad();
+    cross_entropy(reference(x), y).backward();
+    opt_ref.step();
+  }
+  CHECK(max_diff(ddp_model, reference) < 2e-5);
+  CHECK(same_on_all_ranks(ddp_model));
+  // the weights moved: the comparison is not between two untrained models
+  Mlp fresh;
+  CHECK(max_diff(fresh, reference) > 1e-2);
+}
+}  // namespace
+
+TEST_CASE("ddp: two ranks on halves of each batch end with one process's weights", "[dist][ddp]") {
+  SECTION("one bucket") { train_equality({}, 1); }
+  SECTION("a bucket per few parameters, progressed by the hooks") {
+    train_equality({.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003, .progress = dist::Progress::hooks}, 4);
+  }
+  SECTION("a bucket per few parameters, progressed by a thread") {
+    train_equality({.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003, .progress = dist::Progress::thread}, 4);
+  }
+}
+
+TEST_CASE("ddp: the all-reduces start during backward, in bucket order", "[dist][ddp]") {
+  manual_seed(3);
+  Mlp m;
+  dist::DistributedDataParallel ddp(m, pg(), {.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003});
+  cross_entropy(ddp(randn({4, 8})), tensor({0, 1, 2, 3}).to_long()).backward();
+  // every bucket but the last was started from a hook before backward ended
+  CHECK(ddp.stats().launched_in_backward == ddp.bucket_count());
+  CHECK(ddp.bucket_count() == 4);
+  CHECK(ddp.stats().bytes == uint64_t(4 * (8 * 16 + 16 + 16 * 16 + 16 + 16 * 4 + 4)));
+}
+
+TEST_CASE("ddp: no_sync accumulates locally, the next backward all-reduces the sum", "[dist][ddp]") {
+  const int n = pg().size(), r = pg().rank();
+  manual_seed(5);
+  Mlp m, reference;
+  copy_weights(reference, m);
+  dist::DistributedDataParallel ddp(m, pg());
+  Generator data(2);
+  std::vector<Tensor> xs, ys;
+  for (int k = 0; k < 2 * n; ++k) {  // micro-batch k belongs to rank k / 2
+    xs.push_back(randn({3, 8}, data));
+    ys.push_back(randint(0, 4, {3}, data));
+  }
+  {
+    auto guard = ddp.no_sync();
+    cross_entropy(ddp(xs[size_t(2 * r)]), ys[size_t(2 * r)]).backward();
+  }
+  // not synchronised yet: each rank holds its own micro-batch's gradient
+  std::vector<Tensor> g = pg().all_gather(m.fc1.weight.grad());
+  CHECK((g[0] - g[1]).abs().max().item<double>() > 0);
+  cross_entropy(ddp(xs[size_t(2 * r + 1)]), ys[size_t(2 * r + 1)]).backward();
+  // the reference: the sum of each rank's two micro-batch losses, averaged over the ranks
+  Tensor total = zeros({});
+  for (int k = 0; k < 2 * n; ++k) total = total + cross_entropy(reference(xs[size_t(k)]), ys[size_t(k)]);
+  (total / double(n)).backward();
+  auto pm = m.parameters(), pr = reference.parameters();
+  for (size_t i = 0; i < pm.size(); ++i) {
+    CHECK((pm[i].grad() - pr[i].grad()).abs().max().item<double>() < 1e-6);
+  }
+}
+
+TEST_CASE("ddp: an unused parameter is an Error naming it, or zeros with find_unused_parameters", "[dist][ddp]") {
+  manual_seed(1);
+  Mlp m(/*with_spare=*/true);
+  m.use_spare = false;
+  {
+    dist::DistributedDataParallel ddp(m, pg());
+    CHECK_THROWS_WITH(cross_entropy(ddp(randn({2, 8})), tensor({0, 1}).to_long()).backward(),
+                      Catch::Contains("DistributedDataParallel: 2 parameter(s) got no gradient") &&
+                          Catch::Contains("spare.weight, spare.bias") && Catch::Contains("find_unused_parameters"));
+  }
+  m.zero_grad();
+  // rank 0 uses the spare layer, rank 1 does not: both all-reduce it, rank 1 as zeros
+  m.use_spare = pg().rank() == 0;
+  dist::DistributedDataParallel ddp(m, pg(), {.find_unused_parameters = true});
+  cross_entropy(ddp(randn({2, 8})), tensor({0, 1}).to_long()).backward();
+  REQUIRE(m.spare.weight.grad().defined());
+  std::vector<Tensor> g = pg().all_gather(m.spare.weight.grad());
+  CHECK((g[0] - g[1]).abs().max().item<double>() == 0);
+  CHECK(g[0].abs().max().item<double>() > 0);
+}
+
+TEST_CASE("ddp: BatchNorm's running statistics come from rank 0 before each forward", "[dist][ddp]") {
+  struct Net : nn::Module {
+    nn::Linear fc{4, 3};
+    nn::BatchNorm1d bn{3};
+    Net() {
+      register_module("fc", fc);
+      register_module("bn", bn);
+    }
+    Tensor forward(const Tensor& x) override { return bn(fc(x)); }
+  } net;
+  dist::DistributedDataParallel ddp(net, pg());
+  if (pg().rank() == 1) {
+    NoGradGuard g;
+    net.bn.running_mean.fill_(5.0);
+  }
+  Tensor x = full({6, 4}, 1.0);  // the same input on each rank
+  ddp(x).sum().backward();
+  std::vector<Tensor> rm = pg().all_gather(net.bn.running_mean);
+  CHECK((rm[0] - rm[1]).abs().max().item<double>() == 0);
+}
