@@ -24,6 +24,7 @@
 #include "../tensor/philox.h"
 #include "cpu_backend.h"
 #include "loops.h"
+#include "vmath.h"
 
 namespace reel::cpu {
 namespace {
@@ -43,6 +44,19 @@ template <typename T>
 void axpy_row(T* y, T a, const T* x, int64_t n) {
 #pragma omp simd
   for (int64_t e = 0; e < n; ++e) y[e] += a * x[e];
+}
+
+// s[t] = e^(s[t] - m) for t < n (-inf gives 0), returning their sum: vmath's exp for f32.
+template <typename T>
+T exp_row(T* s, int64_t n, T m) {
+  T sum = 0;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t t = 0; t < n; ++t) sum += s[t] = exp_f32(s[t] - m);
+  } else {
+    for (int64_t t = 0; t < n; ++t) sum += s[t] = std::exp(s[t] - m);
+  }
+  return sum;
 }
 
 // Everything the per-tile code reads, for one plane bh.
@@ -134,9 +148,7 @@ void forward_tile(const Plane<T>& pl, int64_t i0, int64_t i1, T* out, T* lse) {
         for (int64_t e = 0; e < Ev; ++e) a[e] *= alpha;
         mi = mt;
       }
-      T sum = 0;
-      for (int64_t t = 0; t < n; ++t) sum += s[size_t(t)] = std::exp(s[size_t(t)] - mi);
-      l[size_t(i - i0)] += sum;
+      l[size_t(i - i0)] += exp_row(s.data(), n, mi);
       if (drop) dropout_factors(pl, i, j0, n, z.data());
       for (int64_t t = 0; t < n; ++t) {
         const T w = drop ? s[size_t(t)] * z[size_t(t)] : s[size_t(t)];
@@ -180,8 +192,9 @@ void backward_plane(const Plane<T>& pl, const T* go, const T* o, const T* lse, T
         const T* goi = go + i * Ev;
         const T* qi = pl.q + i * E;
         T* gqi = gq + i * E;
+        exp_row(s.data(), n, lse[i]);
         for (int64_t t = 0; t < n; ++t) {
-          const T pij = std::exp(s[size_t(t)] - lse[i]);
+          const T pij = s[size_t(t)];
           if (pij == T(0)) continue;
           const int64_t j = j0 + t;
           const T zij = drop ? z[size_t(t)] : T(1);
