@@ -59,6 +59,25 @@ T exp_row(T* s, int64_t n, T m) {
   return sum;
 }
 
+// rows [j0, j1) of x [*, n] transposed into xt [n, kK] (xt[e kK + j - j0] = x[j][e]), so
+// that a query row's products with a whole tile are axpys along the tile (vectorised,
+// no horizontal sums): out[t] = a . x[j0 + t] = sum_e a[e] xt[e][t].
+template <typename T>
+void transpose_tile(const T* x, int64_t n, int64_t j0, int64_t j1, T* xt) {
+  for (int64_t j = j0; j < j1; ++j)
+    for (int64_t e = 0; e < n; ++e) xt[e * kK + (j - j0)] = x[j * n + e];
+}
+template <typename T>
+void row_products(const T* a, T scale, const T* xt, int64_t n, int64_t count, T* out) {
+  std::fill(out, out + count, T(0));
+  for (int64_t e = 0; e < n; ++e) {
+    const T ae = scale * a[e];
+    const T* xe = xt + e * kK;
+#pragma omp simd
+    for (int64_t t = 0; t < count; ++t) out[t] += ae * xe[t];
+  }
+}
+
 // Everything the per-tile code reads, for one plane bh.
 template <typename T>
 struct Plane {
@@ -89,12 +108,13 @@ Plane<T> plane(int64_t bh, const Tensor& q, const Tensor& k, const Tensor& v, co
 
 // The scores of row i against keys [j0, j1): s[j - j0] = scale q_i . k_j + mask (-inf where
 // masked). Returns the number of keys to look at (causal rows end early).
+// kt: keys [j0, j1) transposed (transpose_tile).
 template <typename T>
-int64_t scores(const Plane<T>& pl, int64_t i, int64_t j0, int64_t j1, T* s) {
-  const T scale = T(pl.p->scale), ninf = -std::numeric_limits<T>::infinity();
+int64_t scores(const Plane<T>& pl, int64_t i, int64_t j0, int64_t j1, const T* kt, T* s) {
+  const T ninf = -std::numeric_limits<T>::infinity();
   if (pl.p->causal) j1 = std::min(j1, i + 1);
-  const T* qi = pl.q + i * pl.E;
-  for (int64_t j = j0; j < j1; ++j) s[j - j0] = scale * dot(qi, pl.k + j * pl.E, pl.E);
+  if (j1 <= j0) return 0;
+  row_products(pl.q + i * pl.E, T(pl.p->scale), kt, pl.E, j1 - j0, s);
   if (pl.mask) {
     const int64_t base = i * pl.mask_si;
     if (pl.mask_bool) {
@@ -127,14 +147,15 @@ void forward_tile(const Plane<T>& pl, int64_t i0, int64_t i1, T* out, T* lse) {
   const int64_t S = pl.S, Ev = pl.Ev;
   const bool drop = pl.p->dropout_p > 0;
   const T ninf = -std::numeric_limits<T>::infinity();
-  std::vector<T> m(size_t(i1 - i0), ninf), l(size_t(i1 - i0), T(0)), s(kK), z(kK);
+  std::vector<T> m(size_t(i1 - i0), ninf), l(size_t(i1 - i0), T(0)), s(kK), z(kK), kt(size_t(pl.E * kK));
   T* acc = out + i0 * Ev;  // accumulate in place: the tile's output rows
   std::fill(acc, acc + (i1 - i0) * Ev, T(0));
   const int64_t key_end = pl.p->causal ? std::min(S, i1) : S;
   for (int64_t j0 = 0; j0 < key_end; j0 += kK) {
     const int64_t j1 = std::min(S, j0 + kK);
+    transpose_tile(pl.k, pl.E, j0, j1, kt.data());
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t n = scores(pl, i, j0, j1, s.data());
+      const int64_t n = scores(pl, i, j0, j1, kt.data(), s.data());
       if (n == 0) continue;
       T& mi = m[size_t(i - i0)];
       T mt = mi;
@@ -178,16 +199,20 @@ void backward_plane(const Plane<T>& pl, const T* go, const T* o, const T* lse, T
   std::fill(gq, gq + L * E, T(0));
   std::fill(gk, gk + S * E, T(0));
   std::fill(gv, gv + S * Ev, T(0));
-  std::vector<T> D(static_cast<size_t>(L)), s(kK), z(kK);
+  std::vector<T> D(static_cast<size_t>(L)), s(kK), z(kK), dp(kK), kt(size_t(E * kK)), vt(size_t(Ev * kK));
   for (int64_t i = 0; i < L; ++i) D[size_t(i)] = dot(go + i * Ev, o + i * Ev, Ev);
   for (int64_t i0 = 0; i0 < L; i0 += kQ) {
     const int64_t i1 = std::min(L, i0 + kQ);
     const int64_t key_end = pl.p->causal ? std::min(S, i1) : S;
     for (int64_t j0 = 0; j0 < key_end; j0 += kK) {
       const int64_t j1 = std::min(S, j0 + kK);
+      transpose_tile(pl.k, E, j0, j1, kt.data());
+      transpose_tile(pl.v, Ev, j0, j1, vt.data());
       for (int64_t i = i0; i < i1; ++i) {
         if (lse[i] == ninf) continue;  // a fully masked row: no gradient
-        const int64_t n = scores(pl, i, j0, j1, s.data());
+        const int64_t n = scores(pl, i, j0, j1, kt.data(), s.data());
+        if (n == 0) continue;
+        row_products(go + i * Ev, T(1), vt.data(), Ev, n, dp.data());  // do_i . v_j
         if (drop) dropout_factors(pl, i, j0, n, z.data());
         const T* goi = go + i * Ev;
         const T* qi = pl.q + i * E;
@@ -199,8 +224,7 @@ void backward_plane(const Plane<T>& pl, const T* go, const T* o, const T* lse, T
           const int64_t j = j0 + t;
           const T zij = drop ? z[size_t(t)] : T(1);
           if (zij != T(0)) axpy_row(gv + j * Ev, pij * zij, goi, Ev);
-          const T dp = zij == T(0) ? T(0) : zij * dot(goi, pl.v + j * Ev, Ev);
-          const T ds = scale * pij * (dp - D[size_t(i)]);
+          const T ds = scale * pij * (zij * dp[size_t(t)] - D[size_t(i)]);
           axpy_row(gqi, ds, pl.k + j * E, E);
           axpy_row(gk + j * E, ds, qi, E);
         }
