@@ -11,7 +11,9 @@
 // from lse, p_ij = e^(s_ij - lse_i), and
 //   dv_j += z_ij p_ij do_i,  ds_ij = p_ij (z_ij do_i . v_j - D_i),
 //   dq_i += scale ds_ij k_j, dk_j += scale ds_ij q_i.
-// The inner loops run over E (or Ev) on contiguous rows: `omp simd` vectorises them.
+// The key and value tiles are transposed once per tile, so that a row's products with the
+// tile (scores, do . v) are axpys along the tile; the accumulations (o, dq, dk, dv) are axpys
+// along E. Every inner loop is an `omp simd` loop over contiguous memory.
 // Floor: 4 L S E flops forward (2 for q k, 2 for p v) and 10 L S E backward (the
 // scores again, do v, p do, ds k, ds q) for E = Ev, plus L S exponentials each way.
 #include <omp.h>
