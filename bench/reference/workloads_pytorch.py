@@ -479,7 +479,7 @@ def w12(c):
             t0 = time.perf_counter()
             for _ in range(steps):
                 loss = step()
-            float(loss)
+            loss.item()
             ms.append(1e3 * (time.perf_counter() - t0) / steps)
         c.report("W12", "step_ms", ms, sdpa=hasattr(F, "scaled_dot_product_attention"))
     for L in (256, 1024, 4096):
