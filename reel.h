@@ -3,15 +3,18 @@
 #include "tensor/tensor.h"      // Tensor, creation, random numbers (Generator, per-thread default generators)
 #include "tensor/parallel.h"    // set_num_threads, set_flush_subnormals
 #include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
+#include "cpu/memory.h"         // cpu::memory_stats, reset_peak_memory_stats: the CPU allocator's counters
 #include "autograd/grad_mode.h" // NoGradGuard, no_grad
 #include "autograd/ops.h"       // the differentiable ops and C++ operators
 #include "autograd/ops_rnn.h"   // rnn_layer, rnn: recurrent layers (RNN, LSTM, GRU), variable lengths
+#include "autograd/ops_attention.h" // scaled_dot_product_attention: fused, flash-attention style (O(T) memory)
 #include "autograd/tape.h"      // the tape: backward, autograd::grad, printing
 #include "autograd/hooks.h"     // post-accumulate-grad and end-of-backward hooks (what DistributedDataParallel uses)
 #include "tensor/safetensors.h" // safetensors files: save, load, parse
 #include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
 #include "nn/rnn.h"             // nn::RNN, GRU, LSTM, RNNCell, GRUCell, LSTMCell
+#include "nn/attention.h"        // nn::MultiheadAttention, nn::TransformerEncoderLayer (PyTorch names)
 #include "nn/containers.h"      // nn::ModuleList, nn::ModuleDict: layers chosen at run time
 #include "nn/activations.h"     // nn::SiLU, ELU, LeakyReLU, Softplus, Mish, Hardswish, Softmax
 #include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs W1-W9, W13 and W14 in reel, PyTorch and libtorch side by side and prints medians and ratios.
+"""Runs W1-W9, W12, W13 and W14 in reel, PyTorch and libtorch side by side and prints medians and ratios.
 
     /usr/bin/python3 bench/compare.py                  # everything, all cores
     /usr/bin/python3 bench/compare.py --only W1,W6 --rounds 5 --reps 1
@@ -61,6 +61,7 @@ WORKLOADS = {
     "W7": ("bench_w7_bias_grad", "ref_w7_libtorch", "w7", ["--reps", "{reps}"]),
     "W8": ("bench_w8_wide_fc", "ref_w8_libtorch", "w8", ["--steps", "2", "--reps", "{reps}"]),
     "W9": ("bench_w9_gru_imdb", "ref_w9_libtorch", "w9", ["--steps", "6", "--reps", "{reps}"]),
+    "W12": ("bench_w12_gpt", "ref_w12_libtorch", "w12", ["--steps", "5", "--reps", "{reps}"]),
     "W14": ("bench_w14_transcendental", "ref_w14_libtorch", "w14", ["--reps", "{reps}"]),
 }
 # W13: (reel program, PyTorch peer script); see w13_configs
@@ -82,6 +83,9 @@ W4_FLOP_PER_IMAGE = _train_flops([2 * 50 * 27 * 1024, 2 * 50 * 450 * 1024, 2 * 1
 W8_FLOP_PER_SAMPLE = _train_flops([2 * 25000 * 1024, 2 * 1024 * 512, 2 * 512 * 20000])
 # GRU(125, 100) over 150 steps, batch 64: forward 2 T B 3H (I + H), backward twice that
 W9_GRU_FLOP_PER_STEP = 3 * 2 * 150 * 64 * 300 * (125 + 100)
+# W12: the GPT step's matmul work: 6 N tokens for the weights (N = 6 x 12 C^2 + C V, without the
+# embeddings), plus causal attention (4 T^2 C / 2 per sequence and layer forward, twice that backward)
+W12_FLOP_PER_STEP = 6 * (6 * 12 * 384 ** 2 + 384 * 96) * 8 * 256 + 3 * 6 * 8 * 4 * 256 ** 2 * 384 / 2
 W8_PARAMS = 25000 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 20000 + 20000
 
 
@@ -239,6 +243,15 @@ def table(recs):
     if gflops:
         floor_row("W9 step_ms vs GRU GEMM floor (floor/time)", pooled(recs, "W9", "reel", "step_ms"),
                   1e3 * W9_GRU_FLOP_PER_STEP / (gflops * 1e9), 0.0, lower_is_better=False)
+    # W12: the GPT step against the eager peers (issue 20: <= 0.7), its compute floor, and SDPA alone
+    vs_peer("W12", "step_ms", 0.7, systems=("pytorch", "libtorch"))
+    vs_peer("W12", "step_ms", 1e9, "W12 step_ms vs torch.compile (no target)", ("pytorch-compile",))
+    if gflops:
+        floor_row("W12 step_ms vs compute floor (floor/time)", pooled(recs, "W12", "reel", "step_ms"),
+                  1e3 * W12_FLOP_PER_STEP / (gflops * 1e9), 0.0, lower_is_better=False)
+    for T in (256, 1024, 4096):
+        vs_peer("W12", f"sdpa_T{T}_ms", 1e9, f"W12 sdpa_T{T}_ms (vs peers)")
+        vs_peer("W12", f"sdpa_T{T}_peak_mb", 1e9, f"W12 sdpa_T{T}_peak_mb (vs peers)")
     # W14: each op's forward and backward against the peers and against the bandwidth floor
     # of its traffic (8 B/element forward, 12 backward), measured in reel's run
     for op in W14_OPS:
@@ -356,7 +369,8 @@ def main():
     p.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: reel against PyTorch on that GPU")
     p.add_argument("--python", default="", help="the Python with PyTorch (default: /usr/bin/python3 on the CPU, "
                    "python3 from PATH on a GPU)")
-    p.add_argument("--no-torch-compile", action="store_true", help="GPU: skip the torch.compile runs")
+    p.add_argument("--no-torch-compile", action="store_true",
+                   help="skip the torch.compile runs (GPU; on the CPU W12's, run when --python is given)")
     a = p.parse_args()
     gpu = a.device != "cpu"
     if a.from_json:
@@ -422,6 +436,10 @@ def main():
                 configs.append(("pytorch", env, [a.python, os.path.join(ROOT, "bench/reference/workloads_pytorch.py"), py]))
             if exists(ref):
                 configs.append(("libtorch", env, [os.path.join(bench_dir, ref)]))
+        if wl == "W12" and not no_torch and a.python != "/usr/bin/python3" and not a.no_torch_compile:
+            # a PyTorch 2.x from --python: also torch.compile
+            script = os.path.join(ROOT, "bench/reference/workloads_pytorch.py")
+            configs.append(("pytorch-compile", "default", [a.python, script, py, "--compile"]))
         for rnd in range(1, a.rounds + 1):
             for sysname, env, cmd in configs:
                 print(f"{wl} round {rnd}: {sysname} ({env})", flush=True)

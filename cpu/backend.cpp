@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "../tensor/philox.h"
+#include "memory.h"
 #include "cpu_backend.h"
 #include "loops.h"
 
@@ -44,7 +46,20 @@ size_t size_class(size_t n) {
   size_t step = std::max<size_t>(64, std::bit_ceil(n) / 8);
   return (n + step - 1) / step * step;
 }
+// Bytes held by live tensors, and the most at once (cpu/memory.h)
+std::atomic<size_t> g_allocated{0}, g_peak{0};
+void count_allocation(size_t r) {
+  size_t now = g_allocated.fetch_add(r, std::memory_order_relaxed) + r;
+  size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
 }  // namespace
+
+MemoryStats memory_stats() {
+  return {.allocated = g_allocated.load(std::memory_order_relaxed), .peak_allocated = g_peak.load(std::memory_order_relaxed)};
+}
+void reset_peak_memory_stats() { g_peak.store(g_allocated.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 void* CpuBackend::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
@@ -53,6 +68,7 @@ void* CpuBackend::allocate(size_t nbytes) {
   if (nbytes > (size_t(1) << 47))
     throw Error(fmt::format("cpu: out of memory allocating {} bytes (more than the address space)", nbytes));
   size_t r = size_class(nbytes);
+  count_allocation(r);
   {
     BlockCache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
@@ -65,6 +81,7 @@ void* CpuBackend::allocate(size_t nbytes) {
     }
   }
   void* p = std::aligned_alloc(64, r);
+  if (!p) g_allocated.fetch_sub(r, std::memory_order_relaxed);
   if (!p) throw Error(fmt::format("cpu: out of memory allocating {} bytes", nbytes));
   return p;
 }
@@ -72,6 +89,7 @@ void* CpuBackend::allocate(size_t nbytes) {
 void CpuBackend::deallocate(void* ptr, size_t nbytes) {
   if (!ptr) return;
   size_t r = size_class(nbytes);
+  g_allocated.fetch_sub(r, std::memory_order_relaxed);
   {
     BlockCache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);

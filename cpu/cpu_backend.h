@@ -72,6 +72,11 @@ class CpuBackend final : public Backend {
                     const Tensor& ghy, const Tensor& gcy, const Tensor& x, const Tensor& hx, const Tensor& cx,
                     const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh,
                     const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& workspace) override;
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& mask, const Tensor& mask_offsets, const AttentionParams& p) override;
+  void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& go, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
+                          const Tensor& mask_offsets, const AttentionParams& p) override;
   void optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
                   const std::vector<Tensor>& state3) override;

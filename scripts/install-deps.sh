@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs with apt-get whatever of reel's Debian 12 build dependencies is missing.
 # Usage: scripts/install-deps.sh [--data] [--bench]
-#   --data   also Fashion-MNIST (dataset-fashion-mnist)
+#   --data   also Fashion-MNIST (dataset-fashion-mnist) and the text corpus of samples/train_gpt
+#            (fortunes: ~2.5 MB of plain text under /usr/share/games/fortunes)
 #   --bench  also the peers the benchmarks compare against (PyTorch, libtorch, OpenBLAS)
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's dnnl-config.cmake calls find_package(OpenCL REQUIRED)
@@ -16,7 +17,7 @@ pkgs+=(libopenmpi-dev openmpi-bin)
 pkgs+=(python3-torchvision)
 for arg in "$@"; do
   case "$arg" in
-    --data) pkgs+=(dataset-fashion-mnist) ;;
+    --data) pkgs+=(dataset-fashion-mnist fortunes) ;;
     --bench) pkgs+=(python3-torch libtorch-dev libopenblas0-pthread) ;;
     *) echo "install-deps.sh: unknown option $arg" >&2; exit 2 ;;
   esac

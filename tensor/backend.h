@@ -101,6 +101,18 @@ struct OptimStep {
   double lr_decay = 0, initial_accumulator = 0;
 };
 
+// Scaled dot-product attention, flash-attention style (autograd/ops_attention.cpp):
+// per row i of each of BH planes, o_i = sum_j z_ij p_ij v_j with
+// p_ij = softmax_j(scale q_i . k_j + mask_ij), z_ij the dropout factor. Nothing of size
+// L x S is ever stored: the forward keeps only lse_i = log sum_j e^(s_ij) per row, the
+// backward recomputes p from it.
+struct AttentionParams {
+  double scale = 1;
+  bool causal = false;   // key j is masked for query i when j > i (top-left aligned, as PyTorch)
+  double dropout_p = 0;  // z_ij = [u >= p] / (1 - p), u the uniform of element (bh L + i) S + j
+  uint64_t seed = 0, offset = 0;  // of a Philox fill (tensor/philox.h) from block `offset`
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -225,6 +237,21 @@ class Backend {
                             const Tensor& hx, const Tensor& cx, const Tensor& w_ih, const Tensor& w_hh,
                             const Tensor& b_ih, const Tensor& b_hh, const Tensor& y, const Tensor& hy,
                             const Tensor& cy, const Tensor& workspace) = 0;
+
+  // ---- attention (AttentionParams above). q [BH, L, E], k [BH, S, E], v [BH, S, Ev],
+  // out [BH, L, Ev], lse [BH, L] (q's dtype), all contiguous. mask: undefined, or bool
+  // (true: attend) or q's dtype (added to the scores), of any strides: element (bh, i, j)
+  // at mask.data + mask_offsets[bh] + i mask.stride(-2) + j mask.stride(-1), where
+  // mask_offsets is i64 [BH] on this device (leading dims broadcast freely). A row with
+  // every key masked gets o = 0 and lse = -inf (and zero gradients).
+  virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& mask, const Tensor& mask_offsets,
+                                 const AttentionParams& p) = 0;
+  // gq, gk, gv (like q, k, v) from go (like out, contiguous) and the forward's tensors.
+  virtual void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& go,
+                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& lse, const Tensor& mask, const Tensor& mask_offsets,
+                                  const AttentionParams& p) = 0;
 
   // ---- optimizers: one fused pass over all parameters of this device. For each i:
   // params[i] -= update(grads[i], state tensors), in place, PyTorch's update rules

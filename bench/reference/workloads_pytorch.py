@@ -16,6 +16,7 @@ after torch.cuda.synchronize().
 import argparse
 import gzip
 import json
+import math
 import os
 import statistics
 import sys
@@ -388,6 +389,128 @@ def w9(c):
         ms.append(1e3 * s / count)
     c.report("W9", "epoch_s", epoch)
     c.report("W9", "step_ms", ms)
+class GPTBlock(nn.Module):
+    """reel's nn::TransformerEncoderLayer(norm_first, gelu, batch_first) with causal
+    self-attention: F.scaled_dot_product_attention where PyTorch has it (2.x), else the
+    composition PyTorch 1.13's MultiheadAttention computes."""
+
+    def __init__(self, C, H, p):
+        super().__init__()
+        self.H, self.p = H, p
+        self.norm1, self.norm2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.in_proj, self.out_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.linear1, self.linear2 = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+        self.drop, self.drop1, self.drop2 = nn.Dropout(p), nn.Dropout(p), nn.Dropout(p)
+
+    def attention(self, x):
+        B, T, C = x.shape
+        q, k, v = self.in_proj(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
+        p = self.p if self.training else 0.0
+        if hasattr(F, "scaled_dot_product_attention"):
+            o = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        else:
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.H)
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            o = F.dropout(F.softmax(s, dim=-1), p, self.training) @ v
+        return self.out_proj(o.transpose(1, 2).reshape(B, T, C))
+
+    def forward(self, x):
+        x = x + self.drop1(self.attention(self.norm1(x)))
+        return x + self.drop2(self.linear2(self.drop(F.gelu(self.linear1(self.norm2(x))))))
+
+
+class GPT(nn.Module):
+    def __init__(self, V, T, L=6, H=6, C=384, p=0.2):
+        super().__init__()
+        self.wte, self.wpe, self.drop = nn.Embedding(V, C), nn.Embedding(T, C), nn.Dropout(p)
+        self.h = nn.ModuleList(GPTBlock(C, H, p) for _ in range(L))
+        self.ln_f, self.lm_head = nn.LayerNorm(C), nn.Linear(C, V, bias=False)
+
+    def forward(self, idx):
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device)))
+        for b in self.h:
+            x = b(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def peak_rss_mb(f):
+    """f's peak resident memory beyond what was resident before (Linux: VmHWM after a reset).
+    Blocks past 64 KiB are mmap'ed (a fixed glibc threshold), so freed ones leave the resident
+    set and an earlier call's memory does not hide this one's."""
+    import ctypes
+    ctypes.CDLL("libc.so.6").mallopt(-3, 65536)  # M_MMAP_THRESHOLD
+    def status(key):
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(key):
+                    return int(line.split()[1]) / 1e3
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    base = status("VmRSS:")
+    f()
+    return status("VmHWM:") - base
+
+
+def w12(c):
+    """As bench/w12_gpt.cpp: a training step of the char-level GPT at batch 8, block 256,
+    then causal SDPA [1, 6, T, 64] forward + backward at T = 256, 1024, 4096."""
+    dev, steps, B, T, V = c.device, c.a.steps or 5, 8, 256, 96
+    torch.manual_seed(1)
+    if not c.a.sdpa_only:
+        model = GPT(V, T).to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+        fwd = c.model(model)
+        x = torch.randint(0, V, (B, T), device=dev)
+        y = torch.randint(0, V, (B, T), device=dev)
+
+        def step():
+            loss = F.cross_entropy(fwd(x).view(B * T, V), y.view(B * T))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss
+
+        for _ in range(2):
+            step()
+        ms = []
+        for _ in range(c.a.reps):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                loss = step()
+            loss.item()
+            ms.append(1e3 * (time.perf_counter() - t0) / steps)
+        c.report("W12", "step_ms", ms, sdpa=hasattr(F, "scaled_dot_product_attention"))
+    for L in (256, 1024, 4096):
+        q, k, v = (torch.randn(1, 6, L, 64, device=dev, requires_grad=True) for _ in range(3))
+        g = torch.randn(1, 6, L, 64, device=dev)
+
+        def once():
+            if hasattr(F, "scaled_dot_product_attention"):
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                s = (q @ k.transpose(-2, -1)) / 8.0
+                s = s.masked_fill(torch.ones(L, L, dtype=torch.bool, device=dev).triu(1), float("-inf"))
+                o = F.softmax(s, dim=-1) @ v
+            torch.autograd.grad(o, (q, k, v), g)
+
+        once()
+        peak = peak_rss_mb(once) if dev.type == "cpu" else None
+        calls = 1 if L >= 4096 else 3 if L >= 1024 else 20
+        ms = []
+        for _ in range(c.a.reps):
+            c.sync()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                once()
+            c.sync()
+            ms.append(1e3 * (time.perf_counter() - t0) / calls)
+        c.report("W12", f"sdpa_T{L}_ms", ms)
+        if peak is not None:
+            c.report("W12", f"sdpa_T{L}_peak_mb", [peak], measure="peak RSS (VmHWM) beyond the resident base")
+
+
 W14_OPS = {
     "exp": torch.exp, "log": torch.log, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
     "gelu": F.gelu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "erf": torch.erf,
@@ -441,7 +564,7 @@ def w14(c):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 10)] + ["w14"])
+    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 10)] + ["w12", "w14"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--reps", type=int, default=7)
@@ -449,7 +572,8 @@ def main():
     p.add_argument("--epochs", type=int, default=0)
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--buffers", type=int, default=24)
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (W1-W4, W8)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (W1-W4, W8, W12)")
+    p.add_argument("--sdpa-only", type=int, default=0, help="W12: only the attention op, not the GPT step")
     a = p.parse_args()
     if a.compile and a.workload in ("w5", "w6", "w7", "w14"):
         sys.exit(f"--compile: {a.workload} has no model to compile")
