@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Draws a sample's training curves (the curves.csv that train_fashion_mnist and
-train_sequence_classifier write) with matplotlib: loss and accuracy per epoch, training
+"""Draws a sample's training curves (the curves.csv that train_fashion_mnist,
+train_sequence_classifier and train_gpt write) with matplotlib: loss and accuracy per epoch, training
 and test set, titled, labelled, with legends. For live curves use TensorBoard on the
 sample's --logdir instead.
 
@@ -33,6 +33,9 @@ def main():
     if not rows:
         sys.exit(f"plot_curves.py: {a.csv} has no epochs yet")
     col = lambda name: [float(r[name]) for r in rows]  # noqa: E731
+    if "step" in rows[0]:  # train_gpt: losses per evaluation step, the unigram baseline, the schedule
+        plot_steps(plt, col, a)
+        return
     epochs = col("epoch")
     fig, (loss, acc) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
     for ax, key, label, scale in ((loss, "loss", "cross-entropy loss", 1), (acc, "accuracy", "accuracy (%)", 100)):
@@ -44,6 +47,28 @@ def main():
         ax.grid(True, alpha=0.3)
         ax.legend()
         ax.xaxis.get_major_locator().set_params(integer=True)
+    run = os.path.basename(os.path.dirname(os.path.abspath(a.csv)))
+    fig.suptitle(a.title or f"Training curves: {run}")
+    out = a.output or os.path.join(os.path.dirname(a.csv) or ".", "curves.png")
+    fig.savefig(out, dpi=110)
+    print(out)
+
+
+def plot_steps(plt, col, a):
+    steps = col("step")
+    fig, (loss, lr) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    loss.plot(steps, col("train_loss"), "o-", label="training set")
+    loss.plot(steps, col("val_loss"), "s-", label="validation set")
+    loss.plot(steps, col("unigram_baseline"), "k--", label="unigram baseline")
+    loss.set_ylabel("cross-entropy (nats per character)")
+    loss.set_title("Loss")
+    lr.plot(steps, col("lr"), "-")
+    lr.set_ylabel("learning rate")
+    lr.set_title("Learning-rate schedule")
+    for ax in (loss, lr):
+        ax.set_xlabel("step")
+        ax.grid(True, alpha=0.3)
+    loss.legend()
     run = os.path.basename(os.path.dirname(os.path.abspath(a.csv)))
     fig.suptitle(a.title or f"Training curves: {run}")
     out = a.output or os.path.join(os.path.dirname(a.csv) or ".", "curves.png")
