@@ -38,11 +38,11 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
   const int64_t batch = 64, steps = args.get("--steps", 10);
   const int ranks = pg ? pg->size() : 1;
   std::optional<dist::DistributedDataParallel> ddp;
-  // --progress-thread 0: the gradient hooks advance the all-reduces (default 1: a thread)
+  // --progress-thread 1: a thread advances the all-reduces (default 0: the gradient hooks, DDP's default)
   if (pg)
     ddp.emplace(model, *pg,
                 dist::DistributedDataParallelOptions{
-                    .progress = args.get("--progress-thread", 1) ? dist::Progress::thread : dist::Progress::hooks});
+                    .progress = args.get("--progress-thread", 0) ? dist::Progress::thread : dist::Progress::hooks});
   optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
   Dims shape = image;
   shape.insert(0, batch / ranks);
@@ -71,7 +71,7 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
   }
   std::string metric = std::string(name) + (pg ? "_ddp_step_ms" : "_1proc_step_ms");
   std::string extra = "\"ranks\": " + std::to_string(ranks);
-  if (pg) extra += args.get("--progress-thread", 1) ? ", \"progress\": \"thread\"" : ", \"progress\": \"hooks\"";
+  if (pg) extra += args.get("--progress-thread", 0) ? ", \"progress\": \"thread\"" : ", \"progress\": \"hooks\"";
   bench::report(args, "W13", "reel", "cpu", metric.c_str(), ms, extra);
   if (!pg) return;
   // the replicas must still agree after the timed steps (a broken all-reduce would be fast)

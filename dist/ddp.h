@@ -43,10 +43,12 @@ namespace reel::dist {
 // Who advances the all-reduces in flight. OpenMPI moves a nonblocking collective on
 // only inside MPI calls: `hooks` tests them from each gradient hook (no extra thread;
 // nothing moves while backward computes a long stretch without finishing a
-// parameter), `thread` (the default) from a thread that wakes every
-// progress_interval_us while any is in flight. Measured on W3/W4 with 2 ranks on 2
-// busy cores (bench_w13_ddp --progress-thread 0|1), the thread gave 25-40% shorter
-// steps. Without MPI thread support (threads_may_call()) `thread` falls back to `hooks`.
+// parameter; the default), `thread` from a thread that wakes every
+// progress_interval_us while any is in flight. Measured on W3/W4 with 2 ranks, one per
+// core of an idle 2-core machine (bench/RESULTS.md, W13): hooks 134.5 ms per W4 step
+// with 85% of the all-reduce hidden, the thread 144.2 ms (it competes with the ranks
+// for the cores); on cores shared with other work the thread was faster. Without MPI
+// thread support (threads_may_call()) `thread` falls back to `hooks`.
 enum class Progress { hooks, thread };
 
 struct DistributedDataParallelOptions {
@@ -54,7 +56,7 @@ struct DistributedDataParallelOptions {
   // The first bucket (the last layers' gradients, the first ready) closes at this size,
   // so that communication starts early in backward (PyTorch's 1 MiB).
   double first_bucket_mb = 1;
-  Progress progress = Progress::thread;
+  Progress progress = Progress::hooks;
   int progress_interval_us = 200;
   bool broadcast_buffers = true;  // rank 0's buffers (BatchNorm's statistics) before each forward
   bool find_unused_parameters = false;
