@@ -332,7 +332,8 @@ void Tracer::op(const debug::OpRecord& r) {
   static const std::set<std::string> kExportable = {
       "linear", "linear_relu", "conv2d", "conv2d_relu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
       "batch_norm", "layer_norm", "relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax", "reshape", "view",
-      "squeeze", "unsqueeze", "flatten", "transpose", "permute", "add", "sub", "mul", "div", "matmul", "embedding"};
+      "squeeze", "unsqueeze", "flatten", "transpose", "permute", "add", "sub", "mul", "div", "matmul", "embedding",
+      "cat"};
   if (!kExportable.count(op)) unsupported(r, "no ONNX form for it in reel's exporter (onnx/export.h lists the ops)");
   need_node();
   const Tensor& y = r.outputs[0];
@@ -439,6 +440,10 @@ void Tracer::op(const debug::OpRecord& r) {
     add("Mul", {in(0), constant_floats({float(n->scalars[0])}, {})}, {out(y, op)});
   } else if (op == "matmul") {
     add("MatMul", {in(0), in(1)}, {out(y, op)});
+  } else if (op == "cat") {  // DenseNet's concatenations
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < r.inputs.size(); ++i) parts.push_back(in(i));
+    attr(add("Concat", parts, {out(y, op)}), "axis", n->ints[0]);
   } else if (op == "embedding") {
     // the ids are not among the entry's inputs; its saved flat index views their storage
     Tensor idx = n->saved_tensor(0);

@@ -10,7 +10,7 @@
 // MatMul + Add above 2-D), conv2d, max/avg/adaptive-avg pool, batch_norm in eval mode,
 // layer_norm, relu, gelu, tanh, sigmoid, softmax, log_softmax, reshape/view/flatten,
 // squeeze/unsqueeze, transpose/permute, add/sub/mul/div of two tensors, mul by a scalar,
-// matmul, embedding (Gather), dropout in eval mode (nothing), contiguous/clone, and the
+// matmul, embedding (Gather), cat (Concat), dropout in eval mode (nothing), contiguous/clone, and the
 // recurrent layers (GRU, LSTM, RNN: one direction, zero initial state, full-length
 // sequences, any number of layers) as ONNX GRU/LSTM/RNN ops. Any other
 // op, or one of these in a form ONNX cannot express (a training-mode batch norm, an

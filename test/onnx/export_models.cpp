@@ -139,6 +139,11 @@ int main(int argc, char** argv) {
   cases.push_back({"sequence_gru", std::make_unique<SequenceClassifier>(),
                    [](int64_t n) { return randint(0, 16, {n, 11}); }});
   cases.push_back({"recurrent", std::make_unique<Recurrent>(), [](int64_t n) { return randn({n, 6, 5}); }});
+  // nn::models at small inputs (the 224x224 runs belong to the benchmarks)
+  cases.push_back({"resnet18", nn::models::resnet18({.num_classes = 10, .in_channels = 1}), images});
+  cases.push_back({"resnet50", nn::models::resnet50({.num_classes = 10}), [](int64_t n) { return rand({n, 3, 32, 32}); }});
+  cases.push_back({"densenet121", nn::models::densenet121({.num_classes = 10}),
+                   [](int64_t n) { return rand({n, 3, 32, 32}); }});
 
   std::ofstream manifest(dir + "/manifest.json");
   manifest << "[\n";
