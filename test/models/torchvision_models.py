@@ -9,33 +9,15 @@ the pooled features (the vector before the classifier) in eval mode. Run by ctes
 
     /usr/bin/python3 test/models/torchvision_models.py OUT
 """
-import json
 import os
-import struct
 import sys
 
 import torch
 import torch.nn.functional as F
 import torchvision
 
-
-def save_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        t = t.detach().contiguous()
-        data = t.numpy().tobytes()
-        dtype = {torch.float32: "F32", torch.int64: "I64"}[t.dtype]
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-    os.replace(path + ".tmp", path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from safetensors_write import save_safetensors  # noqa: E402
 
 
 def features(model, x):

@@ -12,35 +12,16 @@ path is checked against exact values and the f64 path to rounding.
 
     /usr/bin/python3 test/reference/gen_rnn_reference.py   # writes test/reference/rnn_*.safetensors
 """
-import json
 import os
-import struct
 
 import torch
+
+from safetensors_write import save_safetensors
 
 T, B, I, H = 5, 3, 4, 3
 LENGTHS = [3, 5, 1]  # unsorted; one full-length sequence, one of a single step
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = {"rnn_tanh": ("RNN", "tanh"), "rnn_relu": ("RNN", "relu"), "gru": ("GRU", None), "lstm": ("LSTM", None)}
-
-
-def save_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        t = t.detach().contiguous()
-        data = t.numpy().tobytes()
-        dtype = {torch.float64: "F64", torch.int64: "I64"}[t.dtype]
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-    os.replace(path + ".tmp", path)
 
 
 def rnd(*shape):  # float64 values exactly representable in float32
