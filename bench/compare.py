@@ -62,6 +62,7 @@ WORKLOADS = {
     "W8": ("bench_w8_wide_fc", "ref_w8_libtorch", "w8", ["--steps", "2", "--reps", "{reps}"]),
     "W9": ("bench_w9_gru_imdb", "ref_w9_libtorch", "w9", ["--steps", "6", "--reps", "{reps}"]),
     "W12": ("bench_w12_gpt", "ref_w12_libtorch", "w12", ["--steps", "5", "--reps", "{reps}"]),
+    "W10": ("bench_w10_resnet50", "ref_w10_libtorch", "w10", ["--steps", "2", "--reps", "{reps}"]),
     "W14": ("bench_w14_transcendental", "ref_w14_libtorch", "w14", ["--reps", "{reps}"]),
 }
 # W13: (reel program, PyTorch peer script); see w13_configs
@@ -86,6 +87,7 @@ W9_GRU_FLOP_PER_STEP = 3 * 2 * 150 * 64 * 300 * (125 + 100)
 # W12: the GPT step's matmul work: 6 N tokens for the weights (N = 6 x 12 C^2 + C V, without the
 # embeddings), plus causal attention (4 T^2 C / 2 per sequence and layer forward, twice that backward)
 W12_FLOP_PER_STEP = 6 * (6 * 12 * 384 ** 2 + 384 * 96) * 8 * 256 + 3 * 6 * 8 * 4 * 256 ** 2 * 384 / 2
+W10_FLOP_PER_IMAGE = 2 * 4.09e9  # ResNet-50 forward at 224x224: 4.09 G multiply-adds (torchvision counts them as "GFLOPS")
 W8_PARAMS = 25000 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 20000 + 20000
 
 
@@ -243,6 +245,11 @@ def table(recs):
     if gflops:
         floor_row("W9 step_ms vs GRU GEMM floor (floor/time)", pooled(recs, "W9", "reel", "step_ms"),
                   1e3 * W9_GRU_FLOP_PER_STEP / (gflops * 1e9), 0.0, lower_is_better=False)
+    # W10: ResNet-50 features per 1000 images (issue 17: <= 0.7), its compute floor
+    vs_peer("W10", "s_per_1000_images", 0.7)
+    if gflops:
+        floor_row("W10 s_per_1000_images vs compute floor (floor/time)", pooled(recs, "W10", "reel", "s_per_1000_images"),
+                  1000 * W10_FLOP_PER_IMAGE / (gflops * 1e9), 0.0, lower_is_better=False)
     # W12: the GPT step against the eager peers (issue 20: <= 0.7), its compute floor, and SDPA alone
     vs_peer("W12", "step_ms", 0.7, systems=("pytorch", "libtorch"))
     vs_peer("W12", "step_ms", 1e9, "W12 step_ms vs torch.compile (no target)", ("pytorch-compile",))

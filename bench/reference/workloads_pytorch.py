@@ -389,6 +389,30 @@ def w9(c):
         ms.append(1e3 * s / count)
     c.report("W9", "epoch_s", epoch)
     c.report("W9", "step_ms", ms)
+def w10(c):
+    """ResNet-50 feature extraction (bench/w10_resnet50.cpp): torchvision's resnet50, eval,
+    no grad, batch 32 of 224x224x3, forward to the pooled 2048-d vector."""
+    import torchvision
+    dev, batches, B = c.device, c.a.steps if c.a.steps else 3, 32
+    torch.manual_seed(1)
+    net = torchvision.models.resnet50().to(dev).eval()
+    net.fc = nn.Identity()  # the pooled vector
+    x = torch.randn(B, 3, 224, 224, device=dev)
+    with torch.no_grad():
+        float(net(x).sum())
+        per_1000, ms = [], []
+        for _ in range(c.a.reps):
+            t0 = time.perf_counter()
+            for _ in range(batches):
+                f = net(x)
+            float(f.sum())
+            s = time.perf_counter() - t0
+            per_1000.append(s / (batches * B) * 1000)
+            ms.append(1e3 * s / batches)
+    c.report("W10", "s_per_1000_images", per_1000)
+    c.report("W10", "batch_ms", ms)
+
+
 class GPTBlock(nn.Module):
     """reel's nn::TransformerEncoderLayer(norm_first, gelu, batch_first) with causal
     self-attention: F.scaled_dot_product_attention where PyTorch has it (2.x), else the
@@ -564,7 +588,7 @@ def w14(c):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 10)] + ["w12", "w14"])
+    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 11)] + ["w12", "w14"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--reps", type=int, default=7)
