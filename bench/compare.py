@@ -63,6 +63,7 @@ WORKLOADS = {
     "W9": ("bench_w9_gru_imdb", "ref_w9_libtorch", "w9", ["--steps", "6", "--reps", "{reps}"]),
     "W12": ("bench_w12_gpt", "ref_w12_libtorch", "w12", ["--steps", "5", "--reps", "{reps}"]),
     "W10": ("bench_w10_resnet50", "ref_w10_libtorch", "w10", ["--steps", "2", "--reps", "{reps}"]),
+    "W11": ("bench_w11_densenet", "ref_w11_libtorch", "w11", ["--steps", "2", "--reps", "{reps}"]),
     "W14": ("bench_w14_transcendental", "ref_w14_libtorch", "w14", ["--reps", "{reps}"]),
 }
 # W13: (reel program, PyTorch peer script); see w13_configs
@@ -250,6 +251,9 @@ def table(recs):
     if gflops:
         floor_row("W10 s_per_1000_images vs compute floor (floor/time)", pooled(recs, "W10", "reel", "s_per_1000_images"),
                   1000 * W10_FLOP_PER_IMAGE / (gflops * 1e9), 0.0, lower_is_better=False)
+    # W11: DenseNet-121 training step (issue 17: <= 0.7) and peak memory (<= PyTorch's)
+    vs_peer("W11", "step_ms", 0.7)
+    vs_peer("W11", "peak_rss_mb", 1.0, systems=("pytorch",))
     # W12: the GPT step against the eager peers (issue 20: <= 0.7), its compute floor, and SDPA alone
     vs_peer("W12", "step_ms", 0.7, systems=("pytorch", "libtorch"))
     vs_peer("W12", "step_ms", 1e9, "W12 step_ms vs torch.compile (no target)", ("pytorch-compile",))

@@ -413,6 +413,39 @@ def w10(c):
     c.report("W10", "batch_ms", ms)
 
 
+def w11(c):
+    """DenseNet-121 training step (bench/w11_densenet.cpp): torchvision's densenet121, batch 16
+    of 224x224x3, cross-entropy over 1000 classes, SGD lr 0.01 momentum 0.9; ms per step and
+    the process's peak resident memory (VmHWM)."""
+    import torchvision
+    dev, steps, B = c.device, c.a.steps if c.a.steps else 2, 16
+    torch.manual_seed(1)
+    net = torchvision.models.densenet121().to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(B, 3, 224, 224, device=dev)
+    y = torch.randint(0, 1000, (B,), device=dev)
+
+    def step():
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    float(step())
+    ms = []
+    for _ in range(c.a.reps):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        float(loss)
+        ms.append(1e3 * (time.perf_counter() - t0) / steps)
+    with open("/proc/self/status") as fh:
+        hwm = [int(line.split()[1]) / 1e3 for line in fh if line.startswith("VmHWM:")][0]
+    c.report("W11", "step_ms", ms)
+    c.report("W11", "peak_rss_mb", [hwm])
+
+
 class GPTBlock(nn.Module):
     """reel's nn::TransformerEncoderLayer(norm_first, gelu, batch_first) with causal
     self-attention: F.scaled_dot_product_attention where PyTorch has it (2.x), else the
@@ -588,7 +621,7 @@ def w14(c):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 11)] + ["w12", "w14"])
+    p.add_argument("workload", choices=[f"w{i}" for i in range(1, 12)] + ["w12", "w14"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--reps", type=int, default=7)
