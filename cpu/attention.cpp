@@ -71,6 +71,17 @@ void transpose_tile(const T* x, int64_t n, int64_t j0, int64_t j1, T* xt) {
 }
 template <typename T>
 void row_products(const T* a, T scale, const T* xt, int64_t n, int64_t count, T* out) {
+  if (count == kK) {  // a full tile: a fixed-size accumulator the compiler keeps in registers
+    T acc[kK] = {};
+    for (int64_t e = 0; e < n; ++e) {
+      const T ae = scale * a[e];
+      const T* xe = xt + e * kK;
+#pragma omp simd
+      for (int64_t t = 0; t < kK; ++t) acc[t] += ae * xe[t];
+    }
+    std::copy(acc, acc + kK, out);
+    return;
+  }
   std::fill(out, out + count, T(0));
   for (int64_t e = 0; e < n; ++e) {
     const T ae = scale * a[e];
@@ -78,6 +89,26 @@ void row_products(const T* a, T scale, const T* xt, int64_t n, int64_t count, T*
 #pragma omp simd
     for (int64_t t = 0; t < count; ++t) out[t] += ae * xe[t];
   }
+}
+
+// y[0, m) += sum_t w[t] x[t m, (t + 1) m): a row's weighted sum of n rows of x. For
+// m = kK the sum stays in a fixed-size accumulator the compiler keeps in registers.
+template <typename T>
+void accumulate_rows(T* y, const T* w, const T* x, int64_t n, int64_t m) {
+  if (m == kK) {
+    T acc[kK];
+    std::copy(y, y + kK, acc);
+    for (int64_t t = 0; t < n; ++t) {
+      const T wt = w[t];
+      const T* xt = x + t * kK;
+#pragma omp simd
+      for (int64_t e = 0; e < kK; ++e) acc[e] += wt * xt[e];
+    }
+    std::copy(acc, acc + kK, y);
+    return;
+  }
+  for (int64_t t = 0; t < n; ++t)
+    if (w[t] != T(0)) axpy_row(y, w[t], x + t * m, m);
 }
 
 // Everything the per-tile code reads, for one plane bh.
@@ -173,10 +204,9 @@ void forward_tile(const Plane<T>& pl, int64_t i0, int64_t i1, T* out, T* lse) {
       }
       l[size_t(i - i0)] += exp_row(s.data(), n, mi);
       if (drop) dropout_factors(pl, i, j0, n, z.data());
-      for (int64_t t = 0; t < n; ++t) {
-        const T w = drop ? s[size_t(t)] * z[size_t(t)] : s[size_t(t)];
-        if (w != T(0)) axpy_row(a, w, pl.v + (j0 + t) * Ev, Ev);
-      }
+      if (drop)
+        for (int64_t t = 0; t < n; ++t) s[size_t(t)] *= z[size_t(t)];
+      accumulate_rows(a, s.data(), pl.v + j0 * Ev, n, Ev);
     }
   }
   for (int64_t i = i0; i < i1; ++i) {
@@ -201,7 +231,7 @@ void backward_plane(const Plane<T>& pl, const T* go, const T* o, const T* lse, T
   std::fill(gq, gq + L * E, T(0));
   std::fill(gk, gk + S * E, T(0));
   std::fill(gv, gv + S * Ev, T(0));
-  std::vector<T> D(static_cast<size_t>(L)), s(kK), z(kK), dp(kK), kt(size_t(E * kK)), vt(size_t(Ev * kK));
+  std::vector<T> D(static_cast<size_t>(L)), s(kK), z(kK), dp(kK), ds(kK), kt(size_t(E * kK)), vt(size_t(Ev * kK));
   for (int64_t i = 0; i < L; ++i) D[size_t(i)] = dot(go + i * Ev, o + i * Ev, Ev);
   for (int64_t i0 = 0; i0 < L; i0 += kQ) {
     const int64_t i1 = std::min(L, i0 + kQ);
@@ -222,14 +252,15 @@ void backward_plane(const Plane<T>& pl, const T* go, const T* o, const T* lse, T
         exp_row(s.data(), n, lse[i]);
         for (int64_t t = 0; t < n; ++t) {
           const T pij = s[size_t(t)];
+          ds[size_t(t)] = T(0);
           if (pij == T(0)) continue;
           const int64_t j = j0 + t;
           const T zij = drop ? z[size_t(t)] : T(1);
           if (zij != T(0)) axpy_row(gv + j * Ev, pij * zij, goi, Ev);
-          const T ds = scale * pij * (zij * dp[size_t(t)] - D[size_t(i)]);
-          axpy_row(gqi, ds, pl.k + j * E, E);
-          axpy_row(gk + j * E, ds, qi, E);
+          ds[size_t(t)] = scale * pij * (zij * dp[size_t(t)] - D[size_t(i)]);
+          axpy_row(gk + j * E, ds[size_t(t)], qi, E);
         }
+        accumulate_rows(gqi, ds.data(), pl.k + j0 * E, n, E);  // dq_i += sum_j ds_ij k_j
       }
     }
   }
