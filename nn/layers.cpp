@@ -52,10 +52,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Con
   check_positive("Conv2d", "stride", opt.stride);
   check_positive("Conv2d", "dilation", opt.dilation);
   check_nonnegative("Conv2d", "padding", opt.padding);
-  check_positive("Conv2d", "groups", opt.groups);
-  if (in_channels % opt.groups || out_channels % opt.groups)
-    throw Error(fmt::format("Conv2d: in_channels {} and out_channels {} must both be divisible by groups {}",
-                            in_channels, out_channels, opt.groups));
+  check_groups("Conv2d", in_channels, out_channels, opt.groups);
   weight = empty({out_channels, in_channels / opt.groups, kernel_size.h, kernel_size.w});
   if (opt.bias) bias = empty({out_channels});
   reset_parameters();
