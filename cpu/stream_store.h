@@ -4,9 +4,7 @@
 // Worth it only for outputs that would not stay in cache for the next op anyway: see
 // kStreamingStoreBytes. Internal to cpu/.
 #pragma once
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -25,33 +23,28 @@ inline bool streaming_output(const Tensor& out) {
   return out.dtype() == DType::f32 && out.numel() * 4 >= kStreamingStoreBytes;
 }
 
-// dst[0, n) = src[0, n), streaming where dst is 32-byte aligned (the head and tail: normal stores)
-[[gnu::always_inline]] inline void stream_copy_f32(float* dst, const float* src, int64_t n) {
-#if defined(__AVX__)
-  int64_t i = 0;
-  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 31u); ++i) dst[i] = src[i];
-  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
-  for (; i < n; ++i) dst[i] = src[i];
-#else
-  std::memcpy(dst, src, size_t(n) * sizeof(float));
-#endif
-}
-
-// o[i] = f(i) for i in [0, n): a block at a time into an L1-resident buffer (the
-// vectorised loop), then streamed out
+// o[i] = f(i) for i in [0, n): 16 results at a time through a register-sized buffer
+// (store-forwarded, vectorised), streamed out at once. A larger L1 block written then
+// copied out cost ~15% of a memory-bound map on 2 Zen 4 cores (2-thread g * y at 4M:
+// 0.72-0.83 ms against 0.63 streaming straight from the registers).
 template <typename F>
 [[gnu::always_inline]] inline void stream_map_f32(float* o, int64_t n, F f) {
-  constexpr int64_t kBlock = 1024;
-  alignas(64) float buf[kBlock];
-  for (int64_t s = 0; s < n; s += kBlock) {
-    const int64_t m = std::min(kBlock, n - s);
-    const int64_t base = s;
+#if defined(__AVX__)
+  int64_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(o + i) & 31u); ++i) o[i] = f(i);
+  for (; i + 16 <= n; i += 16) {
+    alignas(32) float buf[16];
+    const int64_t base = i;
 #pragma omp simd
-    for (int64_t i = 0; i < m; ++i) buf[i] = f(base + i);
-    stream_copy_f32(o + s, buf, m);
+    for (int64_t j = 0; j < 16; ++j) buf[j] = f(base + j);
+    _mm256_stream_ps(o + i, _mm256_load_ps(buf));
+    _mm256_stream_ps(o + i + 8, _mm256_load_ps(buf + 8));
   }
-#if defined(__x86_64__)
+  for (; i < n; ++i) o[i] = f(i);
   _mm_sfence();  // streaming stores are weakly ordered: complete them before the result is published
+#else
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = f(i);
 #endif
 }
 

@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""Prints the constants of cpu/vmath_avx512.h:
+
+  ln x's tables: 32 cells over m in [0.75, 1.5) indexed by the top 5 fraction bits of m's
+  f32 pattern (16 cells of width 1/64 in [0.75, 1), 16 of width 1/32 in [1, 1.5)); each
+  cell stores 1/c rounded to f32 and -ln(that f32) as hi + lo. The cells touching 1 use
+  c = 1, so ln x near 1 is the series in r = m / c - 1 alone.
+
+  ln(1 + e) = e Q(e - 1/2) on [0, 1], degree 8 (softplus): near-minimax relative error by
+  iteratively reweighted least squares on Chebyshev nodes (numpy only), then the worst
+  f32 Horner error in ulp.
+
+test/test_vmath.cpp checks the resulting functions over dense sweeps.
+    /usr/bin/python3 test/reference/fit_vmath_avx512.py
+"""
+from math import log, log1p
+
+import numpy as np
+
+
+def log_tables():
+    inv, hi, lo = [], [], []
+    for i in range(32):
+        if i < 16:
+            c = 1.0 if i == 0 else 1 + (i + 0.5) / 32
+        else:
+            c = 1.0 if i == 31 else (1 + (i + 0.5) / 32) / 2
+        ic = np.float32(1 / c)
+        v = -log(float(ic))
+        h = np.float32(v)
+        inv.append(ic)
+        hi.append(h)
+        lo.append(np.float32(v - float(h)))
+    for name, t in (("kLogInvC", inv), ("kLogCHi", hi), ("kLogCLo", lo)):
+        s = ["%.9ef" % x for x in t]
+        rows = ",\n    ".join(", ".join(s[i:i + 4]) for i in range(0, 32, 4))
+        print("alignas(64) inline constexpr float %s[32] = {\n    %s};" % (name, rows))
+
+
+def irls(V, f):
+    w = 1 / np.abs(f)
+    c = np.linalg.lstsq(V * w[:, None], f * w, rcond=None)[0]
+    for _ in range(60):
+        r = np.abs((V @ c - f) / f)
+        w = w * (1 + 20 * r / np.max(r))
+        c = np.linalg.lstsq(V * w[:, None], f * w, rcond=None)[0]
+    return c
+
+
+def log1p_poly(deg=8):
+    k = np.arange(4000)
+    t = np.cos(np.pi * (k + 0.5) / 4000) * 0.5 + 0.5
+    f = np.array([log1p(x) / x for x in t])
+    V = np.vander(t - 0.5, deg + 1, increasing=True)
+    c = irls(V, f)
+    xs = np.linspace(1e-6, 1, 200001).astype(np.float32)
+    c32 = c.astype(np.float32)
+    s = (xs - np.float32(0.5)).astype(np.float32)
+    q = np.float32(c32[-1])
+    for cc in c32[-2::-1]:
+        q = (q * s + cc).astype(np.float32)
+    got = (q * xs).astype(np.float32).astype(np.float64)
+    want = np.log1p(xs.astype(np.float64))
+    ulp = np.abs(got - want) / np.spacing(want.astype(np.float32)).astype(np.float64)
+    print("// ln(1 + e) / e, degree %d in e - 1/2, highest first; fit %.2e relative, f32 Horner %.2f ulp"
+          % (deg, np.max(np.abs(V @ c - f) / f), ulp.max()))
+    print(", ".join("%.10ef" % x for x in c[::-1]))
+
+
+if __name__ == "__main__":
+    log_tables()
+    log1p_poly()
