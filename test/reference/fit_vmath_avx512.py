@@ -10,10 +10,18 @@
   iteratively reweighted least squares on Chebyshev nodes (numpy only), then the worst
   f32 Horner error in ulp.
 
+  erfc(a) e^(a^2) for a in [0, 10.67) (gelu's 2 Phi(x) = erfc(|x| / sqrt 2) e^-(x^2/2) for
+  x < 0): 32 cells of width 1/3 in a, degree 6 in s = 3a - (cell + 1/2) in [-1/2, 1/2],
+  near-minimax relative error per cell.
+
+  erf(a) on [0, 4), 32 cells of width 1/8, degree 4 in s = 8a - (cell + 1/2): absolute
+  error 7e-9 (erf's values there are >= 0.79 where it is used, a >= 0.9), near-minimax
+  by reweighted least squares.
+
 test/test_vmath.cpp checks the resulting functions over dense sweeps.
     /usr/bin/python3 test/reference/fit_vmath_avx512.py
 """
-from math import log, log1p
+from math import erf, erfc, exp, log, log1p
 
 import numpy as np
 
@@ -67,6 +75,34 @@ def log1p_poly(deg=8):
     print(", ".join("%.10ef" % x for x in c[::-1]))
 
 
+def cell_table(name, fn, deg, per_unit, relative):
+    """32 cells of width 1/per_unit from 0, a polynomial of degree deg in s = per_unit a -
+    (cell + 1/2) each, near-minimax (relative or absolute error); printed highest first"""
+    coef = np.zeros((deg + 1, 32))
+    worst = 0
+    k = np.arange(200)
+    s = np.cos(np.pi * (k + 0.5) / 200) * 0.5
+    V = np.vander(s, deg + 1, increasing=True)
+    for i in range(32):
+        f = np.array([fn(x) for x in (i + 0.5 + s) / per_unit])
+        w = 1 / f if relative else np.ones_like(f)
+        c = np.linalg.lstsq(V * w[:, None], f * w, rcond=None)[0]
+        for _ in range(30):
+            r = np.abs((V @ c - f) * (1 / f if relative else 1))
+            w = w * (1 + 20 * r / max(r.max(), 1e-300))
+            c = np.linalg.lstsq(V * w[:, None], f * w, rcond=None)[0]
+        worst = max(worst, np.max(np.abs((V @ c - f) * (1 / f if relative else 1))))
+        coef[:, i] = c
+    print("// degree %d per cell, highest first; fit %.2e %s" % (deg, worst, "relative" if relative else "absolute"))
+    print("alignas(64) inline constexpr float %s[%d][32] = {" % (name, deg + 1))
+    for d in range(deg, -1, -1):
+        s32 = ["%.9ef" % x for x in coef[d].astype(np.float32)]
+        print("    {" + ",\n     ".join(", ".join(s32[i:i + 4]) for i in range(0, 32, 4)) + "},")
+    print("};")
+
+
 if __name__ == "__main__":
     log_tables()
     log1p_poly()
+    cell_table("kErfcx", lambda a: erfc(a) * exp(a * a), 6, 3.0, True)
+    cell_table("kErf", erf, 4, 8.0, False)
