@@ -131,14 +131,16 @@ TEST_CASE("activations are twice differentiable (create_graph)", "[activation][g
 
 TEST_CASE("f32 activations agree between contiguous (vector) and strided (scalar) inputs", "[activation]") {
   Tensor base = (rand({64, 33}) * 16.0 - 8.0).detach();
-  Tensor t = base.t();  // strided: the scalar path of the same functions
+  Tensor t = base.t();  // strided: the scalar path (cpu/vmath.h)
+  // The contiguous path on an AVX-512 CPU evaluates other formulas (cpu/vmath_avx512.h);
+  // both meet test_vmath's bounds (at most 5.5 ulp forward), so they agree within twice that.
   for (const char* op : {"gelu", "gelu_tanh", "erf", "silu", "softplus", "exp", "tanh", "sigmoid"}) {
     INFO(op);
     Tensor strided = apply(op, t, 1.0, 20.0);
     Tensor dense = apply(op, t.contiguous(), 1.0, 20.0);
     std::vector<float> a = strided.contiguous().to_vector<float>(), b = dense.to_vector<float>();
     size_t bad = 0;
-    for (size_t i = 0; i < a.size(); ++i) bad += !close(a[i], b[i], 4e-7, 1e-38);
+    for (size_t i = 0; i < a.size(); ++i) bad += !close(a[i], b[i], 11 * 0x1p-23, 1e-38);
     CHECK(bad == 0);
   }
 }
