@@ -198,8 +198,26 @@ TEST_CASE("f32 transcendentals follow IEEE at inf and NaN as PyTorch does", "[vm
   });
 }
 
-// Outputs of 16 MiB and more are written with streaming stores (cpu/stream_store.h), in
-// blocks through an L1 buffer: every element must equal the normal-store path's result,
+// The vector kernels step two vectors, then one, then a masked tail: every length from 1
+// to 80 must give each element the value it has inside a long array.
+TEST_CASE("vector kernels give the same values at every length (pairs, single vectors, tails)", "[vmath]") {
+  manual_seed(12);
+  Tensor x = rand({96}) * 12.0 - 6.0, g = randn({96});
+  Tensor full = gelu(x), full_exp = exp(x);
+  Tensor leaf = x.detach().requires_grad_();
+  Tensor full_grad = autograd::grad({silu(leaf)}, {leaf}, {g})[0];
+  for (int64_t n = 1; n <= 80; ++n) {
+    INFO("n = " << n);
+    Tensor xn = x.narrow(0, 0, n).contiguous();
+    CHECK(max_diff_f32(gelu(xn), full.narrow(0, 0, n)) == 0);
+    CHECK(max_diff_f32(exp(xn), full_exp.narrow(0, 0, n)) == 0);
+    Tensor l = xn.detach().requires_grad_();
+    CHECK(max_diff_f32(autograd::grad({silu(l)}, {l}, {g.narrow(0, 0, n).contiguous()})[0], full_grad.narrow(0, 0, n)) == 0);
+  }
+}
+
+// Outputs of 16 MiB and more are written with streaming stores (cpu/stream_store.h), 16
+// results at a time: every element must equal the normal-store path's result,
 // including the unaligned heads and the tails of each thread's chunk.
 TEST_CASE("large outputs written with streaming stores equal the cached path", "[vmath][stream]") {
   const int64_t n = (int64_t(4) << 20) + 1237;  // > 16 MiB of f32, odd length
