@@ -67,16 +67,13 @@ template <typename F>
 #define REEL_V4 __attribute__((target("arch=x86-64-v4")))
 // Both false alarms of GCC 12 here: the lambdas below return __m512 but are always
 // inlined (no ABI crossing), and intrinsics built on _mm512_undefined_ps() (getmant,
-// roundscale, cvtps_pd) read as "(maybe) uninitialized" once inlined at -O3.
+// roundscale, cvtps_pd) read as "maybe uninitialized" once inlined at -O3.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 
-// o[i] = f(x[i]) (g == nullptr) or g[i] f(x[i]), two 16-lane vectors per step: their
-// dependency chains (~50 cycles of latency for an exp) interleave, which the out-of-order
-// window alone does not fully do (exp 0.23 -> 0.20 ns per element on Zen 4); the tail
-// through masked loads and stores; streamed from o's first 64-byte boundary on when `stream`
+// o[i] = f(x[i]) (g == nullptr) or g[i] f(x[i]), 16 lanes at a time; the tail through
+// masked loads and stores; streamed from o's first 64-byte boundary on when `stream`
 template <typename F>
 [[gnu::always_inline]] inline REEL_V4 void map16(float* o, const float* g, const float* x, int64_t n, bool stream, F f) {
   auto at = [&](int64_t i) REEL_V4 {
@@ -93,19 +90,9 @@ template <typename F>
   if (stream) {
     const int64_t head = std::min<int64_t>(n, int64_t((64 - (reinterpret_cast<uintptr_t>(o) & 63)) & 63) / 4);
     if (head) part(0, head);
-    for (i = head; i + 32 <= n; i += 32) {
-      __m512 a = at(i), b = at(i + 16);
-      _mm512_stream_ps(o + i, a);
-      _mm512_stream_ps(o + i + 16, b);
-    }
-    for (; i + 16 <= n; i += 16) _mm512_stream_ps(o + i, at(i));
+    for (i = head; i + 16 <= n; i += 16) _mm512_stream_ps(o + i, at(i));
     _mm_sfence();
   } else {
-    for (; i + 32 <= n; i += 32) {
-      __m512 a = at(i), b = at(i + 16);
-      _mm512_storeu_ps(o + i, a);
-      _mm512_storeu_ps(o + i + 16, b);
-    }
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, at(i));
   }
   if (i < n) part(i, n - i);
