@@ -198,9 +198,9 @@ TEST_CASE("f32 transcendentals follow IEEE at inf and NaN as PyTorch does", "[vm
   });
 }
 
-// The vector kernels step two vectors, then one, then a masked tail: every length from 1
+// The vector kernels step whole vectors, then a masked tail: every length from 1
 // to 80 must give each element the value it has inside a long array.
-TEST_CASE("vector kernels give the same values at every length (pairs, single vectors, tails)", "[vmath]") {
+TEST_CASE("vector kernels give the same values at every length (whole vectors, masked tails)", "[vmath]") {
   manual_seed(12);
   Tensor x = rand({96}) * 12.0 - 6.0, g = randn({96});
   Tensor full = gelu(x), full_exp = exp(x);
