@@ -23,9 +23,9 @@
 #include <limits>
 #include <vector>
 
-#include "../tensor/philox.h"
 #include "cpu_backend.h"
 #include "loops.h"
+#include "philox_words.h"
 #include "vmath.h"
 
 namespace reel::cpu {
@@ -162,17 +162,21 @@ int64_t scores(const Plane<T>& pl, int64_t i, int64_t j0, int64_t j1, const T* k
   return std::max<int64_t>(j1 - j0, 0);
 }
 
-// z[j - j0] = dropout factor of (i, j): 0 or 1 / (1 - p), from the Philox fill's numbers.
+// z[j - j0] = dropout factor of (i, j): 0 or 1 / (1 - p), from the Philox fill's numbers
+// (element idx draws word idx % 4 of block idx / 4). The row segment's blocks come from
+// philox_words in one go, and keep-or-drop is an integer compare: to_unit(w) = (w >> 8) 2^-24
+// is >= p exactly when (w >> 8) >= ceil(p 2^24).
 template <typename T>
 void dropout_factors(const Plane<T>& pl, int64_t i, int64_t j0, int64_t n, T* z) {
   const AttentionParams& p = *pl.p;
   const T keep = T(1.0 / (1.0 - p.dropout_p));
-  uint64_t idx = pl.drop_base + uint64_t(i * pl.S + j0);
-  philox::Block b = philox::generate(p.seed, p.offset + idx / 4);
-  for (int64_t t = 0; t < n; ++t, ++idx) {
-    if (t > 0 && idx % 4 == 0) b = philox::generate(p.seed, p.offset + idx / 4);
-    z[t] = double(philox::to_unit(b.w[idx % 4])) >= p.dropout_p ? keep : T(0);
-  }
+  const uint32_t threshold = uint32_t(std::min(std::ceil(p.dropout_p * 16777216.0), 16777216.0));
+  const uint64_t idx = pl.drop_base + uint64_t(i * pl.S + j0), first = idx / 4, skip = idx % 4;
+  uint32_t w[4 * (kK / 4 + 1)];  // n <= kK words from a block boundary on
+  philox_words(p.seed, p.offset + first, int64_t((skip + uint64_t(n) + 3) / 4), w);
+  const uint32_t* word = w + skip;
+#pragma omp simd
+  for (int64_t t = 0; t < n; ++t) z[t] = (word[t] >> 8) >= threshold ? keep : T(0);
 }
 
 template <typename T>

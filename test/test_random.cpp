@@ -196,3 +196,30 @@ TEST_CASE("two threads training with dropout are reproducible", "[random][thread
   CHECK(both1 == alone1);
   CHECK(both2 == alone2);
 }
+
+// cpu/philox_words (attention's dropout, the CPU fills): the blocks of generate(), 16 at a
+// time on AVX-512 (a 64-bit counter whose low word wraps inside a group included)
+namespace reel::cpu {
+void philox_words(uint64_t seed, uint64_t counter, int64_t n, uint32_t* w);
+}
+TEST_CASE("philox_words gives generate()'s blocks on every vector ISA", "[random][philox]") {
+  const VectorIsa before = vector_isa();
+  for (VectorIsa isa : {VectorIsa::baseline, VectorIsa::avx512}) {
+    set_vector_isa(isa);
+    for (uint64_t seed : {uint64_t(0), uint64_t(91), (uint64_t(1) << 40) + 7})
+      for (uint64_t counter : {uint64_t(0), uint64_t(5), (uint64_t(1) << 32) - 9, (uint64_t(3) << 32) + 3})
+        for (int64_t n : {0, 1, 15, 16, 17, 33}) {
+          INFO("seed " << seed << " counter " << counter << " n " << n);
+          std::vector<uint32_t> w(size_t(4 * n) + 1, 0xDEADBEEFu);
+          cpu::philox_words(seed, counter, n, w.data());
+          bool same = true;
+          for (int64_t b = 0; b < n; ++b) {
+            philox::Block r = philox::generate(seed, counter + uint64_t(b));
+            for (int k = 0; k < 4; ++k) same = same && w[size_t(4 * b + k)] == r.w[k];
+          }
+          CHECK(same);
+          CHECK(w[size_t(4 * n)] == 0xDEADBEEFu);  // nothing written past the n blocks
+        }
+  }
+  set_vector_isa(before);
+}
