@@ -14,6 +14,7 @@
 #include "../tensor/philox.h"
 #include "memory.h"
 #include "cpu_backend.h"
+#include "philox_words.h"
 #include "loops.h"
 
 namespace reel::cpu {
@@ -167,11 +168,17 @@ void CpuBackend::fill_uniform(const Tensor& out, double low, double high, uint64
     int64_t n = out.numel();
     if (!out.is_contiguous()) throw Error("uniform_: expected a contiguous tensor");
     T scale = T(high - low), lo = T(low);
-    int64_t blocks = int64_t(philox::uniform_blocks(uint64_t(n)));
+    // chunks of 256 blocks: their words from philox_words (16 blocks per step on AVX-512)
+    constexpr int64_t kChunk = 256;
+    int64_t blocks = int64_t(philox::uniform_blocks(uint64_t(n))), chunks = (blocks + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t b = 0; b < blocks; ++b) {
-      philox::Block r = philox::generate(seed, offset + uint64_t(b));
-      for (int64_t k = 0, i = 4 * b; k < 4 && i < n; ++k, ++i) p[i] = lo + scale * T(philox::to_unit(r.w[k]));
+    for (int64_t c = 0; c < chunks; ++c) {
+      uint32_t w[4 * kChunk];
+      const int64_t b0 = c * kChunk, nb = std::min(kChunk, blocks - b0);
+      philox_words(seed, offset + uint64_t(b0), nb, w);
+      const int64_t i0 = 4 * b0, m = std::min(4 * nb, n - i0);
+#pragma omp simd
+      for (int64_t k = 0; k < m; ++k) p[i0 + k] = lo + scale * T(philox::to_unit(w[k]));
     }
   });
 }
