@@ -90,6 +90,19 @@ REEL_AVX512_FN __m512 table32(const float* t, __m512i idx) {
   return _mm512_permutex2var_ps(_mm512_load_ps(t), idx, _mm512_load_ps(t + 16));
 }
 
+// A piecewise polynomial over 32 cells of width 1/per_unit from 0 (a in [0, 32/per_unit)):
+// cell c = floor(per_unit a), s = per_unit a - (c + 1/2) in one rounding, coefficients
+// highest first from `table`, one register lookup each (the erf and erfcx tables below)
+template <int N>
+REEL_AVX512_FN __m512 cell_polynomial(const float (&table)[N][32], __m512 a, float per_unit) {
+  __m512 cell = _mm512_roundscale_ps(_mm512_mul_ps(a, splat(per_unit)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512i idx = _mm512_cvttps_epi32(cell);
+  __m512 s = _mm512_fmsub_ps(a, splat(per_unit), _mm512_add_ps(cell, splat(0.5f)));
+  __m512 q = table32(table[0], idx);
+  for (int k = 1; k < N; ++k) q = _mm512_fmadd_ps(q, s, table32(table[k], idx));
+  return q;
+}
+
 // ln x for every f32 x: x = m 2^e with m in [0.75, 1.5), ln m = ln c + ln(1 + r) with
 // r = m / c - 1 (one FMA, |r| <= 1/32) and ln(1 + r) by its degree-5 series; then
 // 0 -> -inf, x < 0 and -inf -> NaN, +inf and NaN as they are (vfixupimmps)
@@ -225,12 +238,7 @@ alignas(64) inline constexpr float kErf[5][32] = {
 
 REEL_AVX512_FN __m512 erf(__m512 x) {
   __m512 a = abs(x);
-  __m512 ac = _mm512_min_ps(splat(3.99f), a);
-  __m512 cell = _mm512_roundscale_ps(_mm512_mul_ps(ac, splat(8.0f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512i idx = _mm512_cvttps_epi32(cell);
-  __m512 s = _mm512_fmsub_ps(ac, splat(8.0f), _mm512_add_ps(cell, splat(0.5f)));
-  __m512 q = table32(kErf[0], idx);
-  for (int k = 1; k < 5; ++k) q = _mm512_fmadd_ps(q, s, table32(kErf[k], idx));
+  __m512 q = cell_polynomial(kErf, _mm512_min_ps(splat(3.99f), a), 8.0f);
   return with_sign(_mm512_mask_blend_ps(less(a, 0.9f), q, erf_small(a)), x);
 }
 
@@ -297,14 +305,7 @@ alignas(64) inline constexpr float kErfcx[7][32] = {
      5.906467885e-02f, 5.708301812e-02f, 5.522941425e-02f, 5.349190161e-02f},
 };
 
-REEL_AVX512_FN __m512 erfcx(__m512 a) {
-  __m512 cell = _mm512_roundscale_ps(_mm512_mul_ps(a, splat(3.0f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512i idx = _mm512_cvttps_epi32(cell);
-  __m512 s = _mm512_fmsub_ps(a, splat(3.0f), _mm512_add_ps(cell, splat(0.5f)));  // one rounding
-  __m512 q = table32(kErfcx[0], idx);
-  for (int k = 1; k < 7; ++k) q = _mm512_fmadd_ps(q, s, table32(kErfcx[k], idx));
-  return q;
-}
+REEL_AVX512_FN __m512 erfcx(__m512 a) { return cell_polynomial(kErfcx, a, 3.0f); }
 
 // 2 Phi(x) = erfc(a) for x < 0, 2 - erfc(a) for x >= 0, a = |x| / sqrt 2, with erfc(a) =
 // e^-a^2 erfcx(a) relative-accurate down to the smallest normal gelu (x = -13.2; a is

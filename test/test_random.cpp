@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "../cpu/philox_words.h"
+
 using namespace reel;
 
 namespace {
@@ -199,9 +201,6 @@ TEST_CASE("two threads training with dropout are reproducible", "[random][thread
 
 // cpu/philox_words (attention's dropout, the CPU fills): the blocks of generate(), 16 at a
 // time on AVX-512 (a 64-bit counter whose low word wraps inside a group included)
-namespace reel::cpu {
-void philox_words(uint64_t seed, uint64_t counter, int64_t n, uint32_t* w);
-}
 TEST_CASE("philox_words gives generate()'s blocks on every vector ISA", "[random][philox]") {
   const VectorIsa before = vector_isa();
   for (VectorIsa isa : {VectorIsa::baseline, VectorIsa::avx512}) {
