@@ -6,6 +6,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "autocast.h"
 #include "internal/backward_hooks.h"
 #include "op_support.h"
 #include "ops.h"
@@ -117,6 +118,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   std::vector<Tensor> grad_inputs;
   FlushSubnormalsGuard flush;  // see set_flush_subnormals
   NoGradGuard no_grad_unless;  // backward rules are recorded only with create_graph
+  // rules compute in the dtypes the forward chose, whatever autocast scope backward() is in
+  AutocastGuard no_cpu_autocast({.device = DeviceType::CPU, .enabled = false});
+  AutocastGuard no_cuda_autocast({.device = DeviceType::CUDA, .enabled = false});
   set_grad_enabled(create_graph);
   while (!ready.empty()) {
     Node* n = ready.top();
@@ -150,6 +154,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
              fmt::format("internal: the rule of {} gave a gradient of shape {} for input {} of shape {}", n->op,
                          g.shape().str(), i, n->inputs[i].shape.str()),
              n->site);
+      // A rule may compute an input's gradient in another floating dtype (an autocast
+      // product reads a bf16 copy of an f32 input): it flows on in the input's dtype.
+      if (g.dtype() != n->inputs[i].dtype && is_floating(n->inputs[i].dtype)) g = g.to(n->inputs[i].dtype);
       if (e.node) {
         enqueue(e.node.get());
         accumulate(e.node->pending[e.output_nr], g);

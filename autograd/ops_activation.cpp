@@ -5,6 +5,7 @@
 // Formulas and edge rules are PyTorch 1.13's (test/reference/activations.py checks them).
 #include <cmath>
 
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -133,8 +134,9 @@ Tensor hardswish(const Tensor& x, Site site) {
 }
 
 // y = ln(1 + e^(beta x)) / beta, or x where beta x > threshold
-Tensor softplus(const Tensor& x, double beta, double threshold, Site site) {
+Tensor softplus(const Tensor& x_in, double beta, double threshold, Site site) {
   OpScope op("softplus", site);
+  const Tensor x = autocast_f32(x_in);
   return activation(op, UnaryOp::softplus, x, beta, threshold);
 }
 

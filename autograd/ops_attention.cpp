@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "../tensor/philox.h"
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -63,9 +64,10 @@ AttentionParams params_of(const Node& n) {
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& opt,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const SdpaOptions& opt,
                                     Site site) {
   OpScope op("scaled_dot_product_attention", site);
+  const Tensor q = autocast_f32(q_in), k = autocast_f32(k_in), v = autocast_f32(v_in);
   check_defined(op, q, "the query");
   check_defined(op, k, "the key");
   check_defined(op, v, "the value");

@@ -1,6 +1,7 @@
 // 2-D convolution, NCHW: conv2d and conv2d_relu (bias and relu fused into the
 // forward kernel). Shapes: x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O]
 // -> y [N, O, OH, OW], OH = (H + 2 pad - dil (KH - 1) - 1) / stride + 1.
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -140,24 +141,26 @@ Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const T
   return y;
 }
 
-// dx = conv_transpose(g, W), dW = correlate(x, g), db = sum of g over N, H, W
+// dx = conv_transpose(g, W), dW = correlate(x, g), db = sum of g over N, H, W; each in
+// its input's dtype (under autocast the saved x and W are bf16/f16 copies of f32 inputs,
+// and the backend accumulates the f32 gradients directly)
 void conv_grads(Node& n, const Tensor& g, Grads& gi) {
   ConvParams p = recall(n);
   if (grad_enabled()) {  // create_graph: recorded ops, so second derivatives exist
-    if (n.needs_grad(0)) gi[0] = conv2d_input_grad(g, n.saved_tensor(1), n.input_shape(0), p);
-    if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(n.saved_tensor(0), g, n.input_shape(1), p);
-    if (n.needs_grad(2)) gi[2] = sum(g, {0, 2, 3});
+    if (n.needs_grad(0)) gi[0] = conv2d_input_grad(g, n.saved_tensor(1), n.input_shape(0), p).to(n.inputs[0].dtype);
+    if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(n.saved_tensor(0), g, n.input_shape(1), p).to(n.inputs[1].dtype);
+    if (n.needs_grad(2)) gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
     return;
   }
   Backend& be = backend_of(g);
   if (n.needs_grad(0)) {
-    Tensor gx = new_tensor(n.input_shape(0), g.dtype(), g.device());
+    Tensor gx = new_tensor(n.input_shape(0), n.inputs[0].dtype, g.device());
     if (gx.numel()) be.conv2d_backward_data(gx, g, n.saved_tensor(1), p);
     gi[0] = gx;
   }
   if (n.needs_grad(1)) {
-    Tensor gw = new_tensor(n.input_shape(1), g.dtype(), g.device());
-    Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), g.dtype(), g.device()) : Tensor();
+    Tensor gw = new_tensor(n.input_shape(1), n.inputs[1].dtype, g.device());
+    Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), n.inputs[2].dtype, g.device()) : Tensor();
     if (g.numel()) {
       be.conv2d_backward_weight(gw, gb, g, n.saved_tensor(0), p);
     } else {
@@ -167,7 +170,7 @@ void conv_grads(Node& n, const Tensor& g, Grads& gi) {
     gi[1] = gw;
     gi[2] = gb;
   } else if (n.needs_grad(2)) {
-    gi[2] = sum(g, {0, 2, 3});
+    gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
   }
 }
 
@@ -177,11 +180,12 @@ void conv_grads(Node& n, const Tensor& g, Grads& gi) {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
   OpScope op("conv2d", site);
   ConvParams p = params_of(opt);
-  Tensor y = conv_forward(op, x, weight, bias, p, false);
+  const Tensor xc = autocast_lower(x), wc = autocast_lower(weight), bc = autocast_lower(bias);
+  Tensor y = conv_forward(op, xc, wc, bc, p, false);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { conv_grads(n, g[0], gi); },
                        {&x, &weight, &bias}, {&y})) {
-    n->save(n->needs_grad(1) ? x : Tensor());
-    n->save(n->needs_grad(0) ? weight : Tensor());
+    n->save(n->needs_grad(1) ? xc : Tensor());
+    n->save(n->needs_grad(0) ? wc : Tensor());
     remember(n, p);
   }
   return y;
@@ -191,12 +195,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
   OpScope op("conv2d_relu", site);
   ConvParams p = params_of(opt);
-  Tensor y = conv_forward(op, x, weight, bias, p, true);
+  const Tensor xc = autocast_lower(x), wc = autocast_lower(weight), bc = autocast_lower(bias);
+  Tensor y = conv_forward(op, xc, wc, bc, p, true);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         conv_grads(n, relu_grad(g[0], n.saved_tensor(2)), gi);
       }, {&x, &weight, &bias}, {&y})) {
-    n->save(n->needs_grad(1) ? x : Tensor());
-    n->save(n->needs_grad(0) ? weight : Tensor());
+    n->save(n->needs_grad(1) ? xc : Tensor());
+    n->save(n->needs_grad(0) ? wc : Tensor());
     n->save(y);
     remember(n, p);
   }
@@ -211,9 +216,10 @@ namespace reel {
 // conv2d's output gradient, weight [C, O/g, KH, KW] conv2d's weight (same layout).
 // OH = (H - 1) stride - 2 pad + dil (KH - 1) + output_padding + 1.
 // dx = conv2d(g, W), dW = weight_grad(g as conv2d's input, x as its output gradient), db = sum_{n,h,w} g
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvTranspose2dOptions opt,
-                        Site site) {
+Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                        ConvTranspose2dOptions opt, Site site) {
   OpScope op("conv_transpose2d", site);
+  const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
   check_defined(op, x, "the input");
   check_defined(op, weight, "the weight");
   check_same_device(op, x, weight);
@@ -258,13 +264,13 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
         ConvParams p = recall(n);
         if (n.needs_grad(0)) gi[0] = conv2d(g[0], n.saved_tensor(1), {}, options_of(p));
         if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(g[0], n.saved_tensor(0), n.input_shape(1), p);
-      }, {&x, &weight}, {&y})) {
+      }, {&x_in, &weight_in}, {&y})) {
     n->save(n->needs_grad(1) ? x : Tensor());
     n->save(n->needs_grad(0) ? weight : Tensor());
     remember(n, p);
   }
   if (!bias.defined()) return y;
-  return add(y, bias.reshape({1, O, 1, 1}));
+  return add(y, bias_in.to(y.dtype()).reshape({1, O, 1, 1}));  // recorded: the gradient reaches bias_in
 }
 
 }  // namespace reel

@@ -15,20 +15,31 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
   check_floating(op, x, "the input");
   if (!(p >= 0.0 && p <= 1.0)) fail(op.op, fmt::format("expected p in [0, 1], got {}", p), op.site);
   if (!training || p == 0.0) return x;
-  Tensor mask = new_like(x);
+  // f16/bf16 inputs: the uniforms and the scale 1 / (1 - p) stay f32 (rounded to 8 bits
+  // they would shift the keep probability and the scale by up to 0.4%); y rounds once
+  const DType mask_dtype = is_low_precision(x.dtype()) ? DType::f32 : x.dtype();
+  Tensor mask = new_tensor(x.shape(), mask_dtype, x.device());
   if (p == 1.0) {
     if (mask.numel()) backend_of(x).fill(mask, 0.0);
   } else if (mask.numel()) {
-    Tensor u = rand(x.shape(), gen, {.dtype = x.dtype(), .device = x.device()});
+    Tensor u = rand(x.shape(), gen, {.dtype = mask_dtype, .device = x.device()});
     Tensor keep = new_tensor(x.shape(), DType::boolean, x.device());
     backend_of(x).unary(UnaryOp::ge_scalar, keep, u, p);
     backend_of(x).copy(mask, keep);
     backend_of(x).unary(UnaryOp::mul_scalar, mask, mask, 1.0 / (1.0 - p));
   }
   Tensor y = new_like(x);
-  if (y.numel()) backend_of(x).binary(BinaryOp::mul, y, x, mask);
+  if (y.numel()) {
+    if (mask_dtype == x.dtype()) {
+      backend_of(x).binary(BinaryOp::mul, y, x, mask);
+    } else {  // x m in f32, rounded once
+      Tensor yf = new_like(mask);
+      backend_of(x).binary(BinaryOp::mul, yf, cast(x, mask_dtype), mask);
+      backend_of(x).copy(y, yf);
+    }
+  }
   if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
-        gi[0] = mul(g[0], n.saved_tensor(0));
+        gi[0] = mul(g[0], n.saved_tensor(0)).to(g[0].dtype());
       }, {&x}, {&y}))
     n->save(mask);
   return y;

@@ -2,6 +2,7 @@
 // C++ operators. Each op: checks, forward call, backward rule, together.
 #include <cmath>
 
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -88,8 +89,9 @@ Tensor abs(const Tensor& x, Site site) {
 }
 
 // y = e^x; dx = g y
-Tensor exp(const Tensor& x, Site site) {
+Tensor exp(const Tensor& x_in, Site site) {
   OpScope op("exp", site);
+  const Tensor x = autocast_f32(x_in);
   Tensor y = unary_forward(op, UnaryOp::exp, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { gi[0] = mul(g[0], n.saved_tensor(0)); },
                        {&x}, {&y}))
@@ -98,8 +100,9 @@ Tensor exp(const Tensor& x, Site site) {
 }
 
 // y = ln x; dx = g / x
-Tensor log(const Tensor& x, Site site) {
+Tensor log(const Tensor& x_in, Site site) {
   OpScope op("log", site);
+  const Tensor x = autocast_f32(x_in);
   Tensor y = unary_forward(op, UnaryOp::log, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { gi[0] = div(g[0], n.saved_tensor(0)); },
                        {&x}, {&y}))
@@ -119,8 +122,9 @@ Tensor sqrt(const Tensor& x, Site site) {
 }
 
 // y = x^-1/2; dx = -g y^3 / 2
-Tensor rsqrt(const Tensor& x, Site site) {
+Tensor rsqrt(const Tensor& x_in, Site site) {
   OpScope op("rsqrt", site);
+  const Tensor x = autocast_f32(x_in);
   Tensor y = unary_forward(op, UnaryOp::rsqrt, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         gi[0] = mul(g[0], mul(pow(n.saved_tensor(0), 3.0), -0.5));
@@ -141,8 +145,9 @@ Tensor square(const Tensor& x, Site site) {
 }
 
 // y = 1/x; dx = -g y^2
-Tensor reciprocal(const Tensor& x, Site site) {
+Tensor reciprocal(const Tensor& x_in, Site site) {
   OpScope op("reciprocal", site);
+  const Tensor x = autocast_f32(x_in);
   Tensor y = unary_forward(op, UnaryOp::reciprocal, x);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         gi[0] = neg(mul(g[0], square(n.saved_tensor(0))));
@@ -235,8 +240,9 @@ Tensor tanh(const Tensor& x, Site site) {
 }
 
 // y = x^p; dx = g p x^(p-1), and 0 for p = 0 (x^-1 would make 0 * inf = NaN at x = 0)
-Tensor pow(const Tensor& x, double p, Site site) {
+Tensor pow(const Tensor& x_in, double p, Site site) {
   OpScope op("pow", site);
+  const Tensor x = autocast_f32(x_in);
   Tensor y = unary_forward(op, UnaryOp::pow_scalar, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         double p = n.scalars[0];
@@ -401,8 +407,9 @@ Tensor minimum(const Tensor& a, const Tensor& b, Site site) {
 
 // y = a^b; da = g b a^(b-1), db = g y ln a; as PyTorch, da = 0 where b = 0 and db = 0
 // where a = 0 and b >= 0 (else 0 * inf = NaN there)
-Tensor pow(const Tensor& a, const Tensor& b, Site site) {
+Tensor pow(const Tensor& a_in, const Tensor& b_in, Site site) {
   OpScope op("pow", site);
+  const Tensor a = autocast_f32(a_in), b = autocast_f32(b_in);
   Tensor y = binary_forward(op, BinaryOp::pow, a, b, true);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor a = n.saved_tensor(0), b = n.saved_tensor(1), y = n.saved_tensor(2);

@@ -1,6 +1,7 @@
 // Linear algebra: matmul with NumPy semantics, bmm, linear and linear_relu. Every
 // product goes to Backend::matmul on strided [B, M, K] views: transposes, broadcast
 // batch dims and 1-D operands become strides, not copies.
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -129,21 +130,37 @@ Tensor linear_forward(const OpScope& op, const Tensor& x, const Tensor& w, const
   return y;
 }
 
-// dx = g W, dW = g^T x, db = sum_rows g, for g [*, out] (already masked by relu)
+// a [M, K] @ b [K, N] with the result in `dtype`: an autocast product's gradient for an
+// f32 input comes straight out of the f16/bf16 product, accumulated in f32 (no rounding
+// to 8 mantissa bits and no conversion pass). Recorded ops under create_graph.
+Tensor product_as(DType dtype, const Tensor& a, const Tensor& b) {
+  if (grad_enabled() || dtype == a.dtype()) return matmul(a, b).to(dtype);
+  Tensor y = new_tensor({a.size(0), b.size(1)}, dtype, a.device());
+  if (y.numel())
+    backend_of(a).matmul(make_view(y, {1, a.size(0), b.size(1)}, {0, b.size(1), 1}, 0),
+                         make_view(a, {1, a.size(0), a.size(1)}, {0, a.stride(0), a.stride(1)}, a.offset()),
+                         make_view(b, {1, b.size(0), b.size(1)}, {0, b.stride(0), b.stride(1)}, b.offset()), Tensor(),
+                         false);
+  return y;
+}
+
+// dx = g W, dW = g^T x, db = sum_rows g, for g [*, out] (already masked by relu); each in
+// its input's dtype (the saved x and W are the autocast copies under autocast)
 void linear_grads(Node& n, const Tensor& g, Grads& gi) {
   int64_t out = n.input_shape(1)[0], in = n.input_shape(1)[1];
   Tensor g2 = g.reshape({-1, out});
-  if (n.needs_grad(0)) gi[0] = matmul(g2, n.saved_tensor(1)).reshape(n.input_shape(0));
-  if (n.needs_grad(1)) gi[1] = matmul(g2.t(), n.saved_tensor(0).reshape({-1, in}));
-  if (n.needs_grad(2)) gi[2] = sum(g2, {0});
+  if (n.needs_grad(0)) gi[0] = product_as(n.inputs[0].dtype, g2, n.saved_tensor(1)).reshape(n.input_shape(0));
+  if (n.needs_grad(1)) gi[1] = product_as(n.inputs[1].dtype, g2.t(), n.saved_tensor(0).reshape({-1, in}));
+  if (n.needs_grad(2)) gi[2] = sum(g2.to(n.inputs[2].dtype), {0});
 }
 
 }  // namespace
 
 // y = a @ b, NumPy semantics (a 1-D operand gains a unit dim that the result drops);
 // da = g b^T, db = a^T g, each summed over the batch dims it was broadcast along
-Tensor matmul(const Tensor& a, const Tensor& b, Site site) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in, Site site) {
   OpScope op("matmul", site);
+  const Tensor a = autocast_lower(a_in), b = autocast_lower(b_in);
   check_operands(op, a, b, "the first operand", "the second operand");
   if (a.dim() == 0 || b.dim() == 0)
     fail(op.op, fmt::format("expected operands of at least 1 dim, got {} and {}", a.shape().str(), b.shape().str()),
@@ -178,7 +195,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Site site) {
                           : sum_to(matmul(a2.transpose(-1, -2), g2), b2s);
           gi[1] = gb.reshape(bs);
         }
-      }, {&a, &b}, {&y})) {
+      }, {&a_in, &b_in}, {&y})) {
     n->save(n->needs_grad(1) ? a : Tensor());
     n->save(n->needs_grad(0) ? b : Tensor());
   }
@@ -186,8 +203,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, Site site) {
 }
 
 // y[i] = a[i] @ b[i]; da = g b^T, db = a^T g
-Tensor bmm(const Tensor& a, const Tensor& b, Site site) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in, Site site) {
   OpScope op("bmm", site);
+  const Tensor a = autocast_lower(a_in), b = autocast_lower(b_in);
   check_operands(op, a, b, "the first operand", "the second operand");
   check_dim(op, a, 3, "the first operand [B, M, K]");
   check_dim(op, b, 3, "the second operand [B, K, N]");
@@ -198,7 +216,7 @@ Tensor bmm(const Tensor& a, const Tensor& b, Site site) {
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         if (n.needs_grad(0)) gi[0] = bmm(g[0], n.saved_tensor(1).transpose(1, 2));
         if (n.needs_grad(1)) gi[1] = bmm(n.saved_tensor(0).transpose(1, 2), g[0]);
-      }, {&a, &b}, {&y})) {
+      }, {&a_in, &b_in}, {&y})) {
     n->save(n->needs_grad(1) ? a : Tensor());
     n->save(n->needs_grad(0) ? b : Tensor());
   }
@@ -208,11 +226,12 @@ Tensor bmm(const Tensor& a, const Tensor& b, Site site) {
 // y = x W^T + b; dx = g W, dW = g^T x, db = sum_rows g
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Site site) {
   OpScope op("linear", site);
-  Tensor y = linear_forward(op, x, weight, bias, false);
+  const Tensor xc = autocast_lower(x), wc = autocast_lower(weight), bc = autocast_lower(bias);
+  Tensor y = linear_forward(op, xc, wc, bc, false);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { linear_grads(n, g[0], gi); },
                        {&x, &weight, &bias}, {&y})) {
-    n->save(n->needs_grad(1) ? x : Tensor());
-    n->save(n->needs_grad(0) ? weight : Tensor());
+    n->save(n->needs_grad(1) ? xc : Tensor());
+    n->save(n->needs_grad(0) ? wc : Tensor());
   }
   return y;
 }
@@ -220,12 +239,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Site si
 // y = relu(x W^T + b); with m = g (y > 0): dx = m W, dW = m^T x, db = sum_rows m
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Site site) {
   OpScope op("linear_relu", site);
-  Tensor y = linear_forward(op, x, weight, bias, true);
+  const Tensor xc = autocast_lower(x), wc = autocast_lower(weight), bc = autocast_lower(bias);
+  Tensor y = linear_forward(op, xc, wc, bc, true);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         linear_grads(n, relu_grad(g[0], n.saved_tensor(2)), gi);
       }, {&x, &weight, &bias}, {&y})) {
-    n->save(n->needs_grad(1) ? x : Tensor());
-    n->save(n->needs_grad(0) ? weight : Tensor());
+    n->save(n->needs_grad(1) ? xc : Tensor());
+    n->save(n->needs_grad(0) ? wc : Tensor());
     n->save(y);
   }
   return y;

@@ -14,6 +14,7 @@
 //   and dtype (no silent broadcast).
 #include <cmath>
 
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -153,8 +154,9 @@ Tensor cross_entropy_composite_grad(const Tensor& g, const Tensor& x, const Tens
 
 // loss_n = lse_n - (1-eps) x[n, y_n] - (eps/C) sum_c x[n, c];
 // dx[n, c] = g_n (softmax(x_n)_c - (1-eps) [c == y_n] - eps/C), 0 on ignored rows
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOptions opt, Site site) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, CrossEntropyOptions opt, Site site) {
   OpScope op("cross_entropy", site);
+  const Tensor logits = autocast_f32(logits_in);
   if (logits.defined() && logits.dim() > 2)
     return over_positions(op, logits, labels, opt, "logits", [&](const Tensor& x, const Tensor& y, auto o) {
       return cross_entropy(x, y, o, site);
@@ -188,8 +190,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, CrossEntropyOpt
 
 // loss_n = -(1-eps) lp[n, y_n] - (eps/C) sum_c lp[n, c], composed of gather, sum and where
 // (their gradients compose to dlp = -g_n ((1-eps) [c == y_n] + eps/C))
-Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptions opt, Site site) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, CrossEntropyOptions opt, Site site) {
   OpScope op("nll_loss", site);
+  const Tensor log_probs = autocast_f32(log_probs_in);
   if (log_probs.defined() && log_probs.dim() > 2)
     return over_positions(op, log_probs, labels, opt, "log_probs", [&](const Tensor& x, const Tensor& y, auto o) {
       return nll_loss(x, y, o, site);
@@ -205,8 +208,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, CrossEntropyOptio
 }
 
 // loss = (input - target)^2; composed of sub and square
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, Site site) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction, Site site) {
   OpScope op("mse_loss", site);
+  const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
   return reduce_losses(square(sub(input, target)), reduction);
 }
@@ -215,9 +219,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, 
 // default to 1), with softplus(-x) = max(-x, 0) + log(1 + e^-|x|), which never exponentiates
 // a positive number. dx = g w ((pw t + 1 - t) sigmoid(x) - pw t), dt = g w ((pw - 1) softplus(-x) - x);
 // w and pw get no gradient (as in PyTorch).
-Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BCEWithLogitsOptions opt,
+Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in, BCEWithLogitsOptions opt,
                                         Site site) {
   OpScope op("binary_cross_entropy_with_logits", site);
+  const Tensor logits = autocast_f32(logits_in), target = autocast_f32(target_in);
   check_loss_pair(op, logits, target);
   auto check_factor = [&](const Tensor& f, const char* what) {
     if (!f.defined()) return Tensor();

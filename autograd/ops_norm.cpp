@@ -1,5 +1,6 @@
 // Normalisation: batch_norm over [N, C, *] (per-channel statistics) and layer_norm
 // over trailing dims. Both save the mean and invstd = 1 / sqrt(var + eps) they used.
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -52,9 +53,11 @@ NormGrads composite_grads(const Node& n, const Tensor& g, const Dims& red, const
 // (momentum, unbiased variance); eval: the running statistics instead.
 // training: dx = w invstd (g - mean(g) - xhat mean(g xhat)); eval: dx = w invstd g;
 // dw = sum g xhat, db = sum g (per channel, over N and *)
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps, Site site) {
   OpScope op("batch_norm", site);
+  // the running statistics are updated in place: never copies of them
+  const Tensor x = autocast_f32(x_in), weight = autocast_f32(weight_in), bias = autocast_f32(bias_in);
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
   if (x.dim() < 2) fail(op.op, fmt::format("expected an input [N, C, *] of at least 2 dims, got {}", describe(x)), op.site);
@@ -119,9 +122,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
 // y = (x - mean) invstd w + b over the trailing dims; with h = g w:
 // dx = invstd (h - mean(h) - xhat mean(h xhat)), dw = sum_rows g xhat, db = sum_rows g
-Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight, const Tensor& bias, double eps,
-                  Site site) {
+Tensor layer_norm(const Tensor& x_in, const Dims& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
+                  double eps, Site site) {
   OpScope op("layer_norm", site);
+  const Tensor x = autocast_f32(x_in), weight = autocast_f32(weight_in), bias = autocast_f32(bias_in);
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
   int k = normalized_shape.size(), lead = x.dim() - k;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -58,8 +59,9 @@ void remember_dims(Node* n, const ReducePlan& p) {
 }  // namespace
 
 // y = sum of x over dims; dx = g broadcast back
-Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
+Tensor sum(const Tensor& x_in, const Dims& dims, bool keepdim, Site site) {
   OpScope op("sum", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
@@ -70,8 +72,9 @@ Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
 }
 
 // y = mean of x over dims; dx = g / count broadcast back
-Tensor mean(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
+Tensor mean(const Tensor& x_in, const Dims& dims, bool keepdim, Site site) {
   OpScope op("mean", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
@@ -85,8 +88,9 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
 }
 
 // y = product over dims; dx = g y / x (x without zeros)
-Tensor prod(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
+Tensor prod(const Tensor& x_in, const Dims& dims, bool keepdim, Site site) {
   OpScope op("prod", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
   Tensor y = reduce_forward(op, ReduceOp::prod, x, p, x.dtype());
@@ -176,8 +180,9 @@ Tensor argmin(const Tensor& x, Site site) { return arg_extremum("argmin", Reduce
 // var = sum((x - mean)^2) / max(count - correction, 0), composed from differentiable ops
 // (the debug tools show it as their example of a composite). Too few elements divide by
 // 0, as PyTorch: 0/0 = nan for one element (or none), and a spread group over 0 is inf.
-Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim, Site site) {
+Tensor var(const Tensor& x_in, const Dims& dims, int64_t correction, bool keepdim, Site site) {
   OpScope op("var", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
   if (correction < 0) fail("var", fmt::format("expected correction >= 0, got {}", correction), op.site);

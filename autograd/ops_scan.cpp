@@ -2,6 +2,7 @@
 // the reverse running sum of g, a recorded op of the same kind, so every order of
 // derivative exists. cumprod's is composed from cumsum, cumprod and where, exact when
 // x has zeros (the rule PyTorch uses): see cumprod_grad.
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -66,16 +67,18 @@ Tensor cumprod_grad(const Tensor& g, const Tensor& x, const Tensor& y, int d) {
 
 }  // namespace
 
-Tensor cumsum(const Tensor& x, int64_t dim, Site site) {
+Tensor cumsum(const Tensor& x_in, int64_t dim, Site site) {
   OpScope op("cumsum", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   int d = wrap_dim(op.op, dim, std::max(x.dim(), 1), op.site);
   if (x.dim() == 0) return cumsum_dir(x.reshape({1}), 0, false).reshape({});
   return cumsum_dir(x, d, false);
 }
 
-Tensor cumprod(const Tensor& x, int64_t dim, Site site) {
+Tensor cumprod(const Tensor& x_in, int64_t dim, Site site) {
   OpScope op("cumprod", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   int d = wrap_dim(op.op, dim, std::max(x.dim(), 1), op.site);
   if (x.dim() == 0) return cumprod_raw(x.reshape({1}), 0).reshape({});

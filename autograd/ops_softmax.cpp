@@ -1,5 +1,6 @@
 // softmax and log_softmax along any dim, numerically stable (the max is subtracted
 // first), each saving its output for backward.
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -46,14 +47,16 @@ Tensor softmax_op(const OpScope& op, const Tensor& x, int64_t dim, bool log) {
 }  // namespace
 
 // y = e^(x - max) / sum e^(x - max) along dim; dx = y (g - sum(g y))
-Tensor softmax(const Tensor& x, int64_t dim, Site site) {
+Tensor softmax(const Tensor& x_in, int64_t dim, Site site) {
   OpScope op("softmax", site);
+  const Tensor x = autocast_f32(x_in);
   return softmax_op(op, x, dim, false);
 }
 
 // y = x - max - log sum e^(x - max) along dim; dx = g - e^y sum(g)
-Tensor log_softmax(const Tensor& x, int64_t dim, Site site) {
+Tensor log_softmax(const Tensor& x_in, int64_t dim, Site site) {
   OpScope op("log_softmax", site);
+  const Tensor x = autocast_f32(x_in);
   return softmax_op(op, x, dim, true);
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -58,8 +59,9 @@ Tensor pnorm_kept(const Tensor& x, double p, const Dims& dims) {
 }  // namespace
 
 // y = m + log(sum(exp(x - m))), m = max over dims (0 where it is infinite); dx = g softmax(x)
-Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
+Tensor logsumexp(const Tensor& x_in, const Dims& dims, bool keepdim, Site site) {
   OpScope op("logsumexp", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
   Dims out = reduced_shape(op, x, dims);
@@ -74,13 +76,15 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
 }
 
 // sqrt(var)
-Tensor std(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim, Site site) {
+Tensor std(const Tensor& x_in, const Dims& dims, int64_t correction, bool keepdim, Site site) {
   OpScope op("std", site);
+  const Tensor x = autocast_f32(x_in);
   return sqrt(var(x, dims, correction, keepdim));
 }
 
-Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim, Site site) {
+Tensor norm(const Tensor& x_in, double p, const Dims& dims, bool keepdim, Site site) {
   OpScope op("norm", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
   if (std::isnan(p) || (p < 0 && !std::isinf(p)))
@@ -102,14 +106,16 @@ Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim, Site site
   return keepdim ? y : y.reshape(out);
 }
 
-Tensor normalize(const Tensor& x, double p, int64_t dim, double eps, Site site) {
+Tensor normalize(const Tensor& x_in, double p, int64_t dim, double eps, Site site) {
   OpScope op("normalize", site);
+  const Tensor x = autocast_f32(x_in);
   check_defined(op, x, "the input");
   return div(x, clamp_min(norm(x, p, {dim}, true), eps));
 }
 
-Tensor cosine_similarity(const Tensor& a, const Tensor& b, int64_t dim, double eps, Site site) {
+Tensor cosine_similarity(const Tensor& a_in, const Tensor& b_in, int64_t dim, double eps, Site site) {
   OpScope op("cosine_similarity", site);
+  const Tensor a = autocast_f32(a_in), b = autocast_f32(b_in);
   check_defined(op, a, "the first input");
   check_defined(op, b, "the second input");
   check_same_device(op, a, b);

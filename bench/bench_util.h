@@ -18,6 +18,7 @@ struct Args {
   int threads = int(std::thread::hardware_concurrency());
   int reps = 7;
   std::string device = "cpu";  // --device cpu|cuda[:N]
+  std::string amp;  // --amp bf16|f16: the forward under autocast (reel) or torch.autocast (peers)
   std::vector<std::string> rest;
   // The value after `--name` among the program's own options, or `fallback`.
   long long get(const char* name, long long fallback) const {
@@ -42,6 +43,7 @@ inline Args parse_args(int argc, char** argv) {
     else if (s == "--threads") a.threads = std::atoi(next().c_str());
     else if (s == "--reps") a.reps = std::atoi(next().c_str());
     else if (s == "--device") a.device = next();
+    else if (s == "--amp") a.amp = next();
     else a.rest.push_back(s);
   }
   return a;

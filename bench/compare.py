@@ -70,6 +70,9 @@ WORKLOADS = {
 W13 = ("bench_w13_ddp", "bench/reference/w13_ddp_pytorch.py")
 # mpirun refuses root unless told (CI containers); one OpenMP thread per rank
 MPI_ENV = {"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# the workloads that take --amp (issue 19), with their metric and the targets against
+# reel's own f32 time and against PyTorch's torch.autocast time (None: reported only)
+AMP_WORKLOADS = {"W3": ("epoch_s", None, None), "W4": ("step_ms", 0.6, 0.5), "W8": ("step_ms", 0.6, 0.5)}
 W14_OPS = ("exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "erf", "softplus", "silu")
 
 # Floating-point work of one training step (forward, weight gradients, input
@@ -270,6 +273,27 @@ def table(recs):
             vs_peer("W14", f"{op}_{way}_ms", 0.8)
             floor_row(f"W14 {op}_{way}_ms vs floor", pooled(recs, "W14", "reel", f"{op}_{way}_ms", "default"),
                       pooled(recs, "W14", "reel", f"floor_{way}_ms", "default"), 1.5)
+    # mixed precision: reel's autocast run against its own f32 run and against PyTorch's autocast run
+    for dt in ("bf16", "f16"):
+        env = f"amp-{dt}"
+        for wl, (metric, own, peer) in AMP_WORKLOADS.items():
+            amp = pooled(recs, wl, "reel", metric, env)
+            f32 = pooled(recs, wl, "reel", metric, "default")
+            torch_amp = pooled(recs, wl, "pytorch", metric, env)
+            if amp is None:
+                continue
+            if f32:
+                rows.append((f"{wl} {metric} --amp {dt} / reel f32", amp, "reel/default", f32, amp / f32,
+                             f"<= {own:.3g}" if own else "1e+09", own is None or amp / f32 <= own))
+            if torch_amp:
+                rows.append((f"{wl} {metric} --amp {dt} vs torch.autocast", amp, f"pytorch/{env}", torch_amp,
+                             amp / torch_amp, f"<= {peer:.3g}" if peer else "1e+09",
+                             peer is None or amp / torch_amp <= peer))
+        if gflops:
+            f, b = pooled(recs, "W8", "reel", "forward_ms", env), pooled(recs, "W8", "reel", "backward_ms", env)
+            if f and b:
+                floor_row(f"W8 --amp {dt} fwd+bwd vs f32 compute floor (floor/time)", f + b,
+                          1e3 * 128 * W8_FLOP_PER_SAMPLE / (gflops * 1e9), 0.0, lower_is_better=False)
     c_reel = pooled(recs, "compile", "reel", "compile_s")
     c_torch = pooled(recs, "compile", "libtorch", "compile_s")
     if c_reel and c_torch:
@@ -290,7 +314,7 @@ def table(recs):
     for wl, metric in keys:
         cells = []
         for sysname in ("reel", "pytorch", "libtorch"):
-            for env in ENVS:
+            for env in list(ENVS) + ["amp-bf16", "amp-f16"]:
                 m = pooled(recs, wl, sysname, metric, env)
                 if m is not None:
                     cells.append(f"{sysname}/{env} {fmt(m)}")
@@ -380,6 +404,9 @@ def main():
     p.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: reel against PyTorch on that GPU")
     p.add_argument("--python", default="", help="the Python with PyTorch (default: /usr/bin/python3 on the CPU, "
                    "python3 from PATH on a GPU)")
+    p.add_argument("--amp", default="", choices=["", "bf16", "f16"],
+                   help="W3, W4, W8 also with the forward under autocast in that dtype: reel --amp and "
+                        "PyTorch's torch.autocast, tagged env amp-<dtype>")
     p.add_argument("--no-torch-compile", action="store_true",
                    help="skip the torch.compile runs (GPU; on the CPU W12's, run when --python is given)")
     a = p.parse_args()
@@ -451,10 +478,17 @@ def main():
             # a PyTorch 2.x from --python: also torch.compile
             script = os.path.join(ROOT, "bench/reference/workloads_pytorch.py")
             configs.append(("pytorch-compile", "default", [a.python, script, py, "--compile"]))
+        if a.amp and wl in AMP_WORKLOADS:  # the mixed-precision runs, side by side with the f32 ones
+            amp_env = f"amp-{a.amp}"
+            if exists(reel):
+                configs.append(("reel", amp_env, [os.path.join(bench_dir, reel), "--amp", a.amp]))
+            if not no_torch:
+                configs.append(("pytorch", amp_env, [a.python, os.path.join(ROOT, "bench/reference/workloads_pytorch.py"),
+                                                     py, "--amp", a.amp]))
         for rnd in range(1, a.rounds + 1):
             for sysname, env, cmd in configs:
                 print(f"{wl} round {rnd}: {sysname} ({env})", flush=True)
-                recs += run(cmd + extra + common, ENVS[env], jsonl, {"env": env, "round": rnd})
+                recs += run(cmd + extra + common, ENVS.get(env, {}), jsonl, {"env": env, "round": rnd})
     if not a.no_compile:
         fd, path = tempfile.mkstemp(suffix=".jsonl")
         os.close(fd)

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "bench_util.h"
@@ -19,7 +20,14 @@ namespace bench {
 struct Target {
   reel::Device device = reel::kCPU;
   std::string name = "cpu";
-  std::string extra;  // "gpu": the GPU's name, for the JSON line
+  std::string extra;  // "gpu": the GPU's name, "amp": the autocast dtype, for the JSON line
+  std::string amp;    // "", "bf16" or "f16"
+  // The forward's autocast scope (--amp), or none: `auto amp = t.autocast();`
+  std::unique_ptr<reel::AutocastGuard> autocast() const {
+    if (amp.empty()) return nullptr;
+    return std::make_unique<reel::AutocastGuard>(reel::AutocastOptions{
+        .device = device.type, .dtype = amp == "f16" ? reel::DType::f16 : reel::DType::bf16});
+  }
   // The host waits for the device: on a GPU the clock is read only after this.
   void sync() const {
     if (device.is_cuda()) reel::cuda::synchronize(device.index);
@@ -29,7 +37,18 @@ struct Target {
 inline Target setup(const Args& args) {
   omp_set_num_threads(args.threads);  // the one OpenMP pool that reel and oneDNN share
   Target t;
-  if (args.device == "cpu") return t;
+  if (!args.amp.empty()) {
+    if (args.amp != "bf16" && args.amp != "f16") {
+      std::fprintf(stderr, "--amp must be bf16 or f16, got '%s'\n", args.amp.c_str());
+      std::exit(2);
+    }
+    t.amp = args.amp;
+  }
+  auto with_amp = [&](Target& r) -> Target& {
+    if (!r.amp.empty()) r.extra += std::string(r.extra.empty() ? "" : ", ") + "\"amp\": \"" + r.amp + "\"";
+    return r;
+  };
+  if (args.device == "cpu") return with_amp(t);
   if (args.device.rfind("cuda", 0) != 0) {
     std::fprintf(stderr, "--device must be cpu or cuda[:N], got '%s'\n", args.device.c_str());
     std::exit(2);
@@ -43,7 +62,7 @@ inline Target setup(const Args& args) {
   t.device = reel::Device::cuda(index);
   t.name = "cuda:" + std::to_string(index);
   t.extra = "\"gpu\": \"" + reel::cuda::device_name(index) + "\"";
-  return t;
+  return with_amp(t);
 }
 
 inline const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
@@ -69,7 +88,10 @@ int64_t train_epoch(Model& model, reel::optim::Optimizer& opt, const reel::data:
     reel::Tensor idx = perm.narrow(0, start, std::min(batch, n - start));
     reel::Tensor x = reel::index_select(train.images, 0, idx);
     reel::Tensor y = reel::index_select(train.labels, 0, idx);
-    loss = reel::cross_entropy(model(x), y);
+    {
+      auto amp = t.autocast();  // --amp
+      loss = reel::cross_entropy(model(x), y);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -84,8 +106,9 @@ int64_t train_epoch(Model& model, reel::optim::Optimizer& opt, const reel::data:
 
 // Fraction of the test set classified correctly (eval mode, no recording).
 template <typename Model>
-double accuracy(Model& model, const reel::data::ImageSet& test) {
+double accuracy(Model& model, const reel::data::ImageSet& test, const Target& t) {
   reel::NoGradGuard no_grad;
+  auto amp = t.autocast();
   model.eval();
   int64_t n = test.images.size(0), correct = 0;
   for (int64_t start = 0; start < n; start += 1000) {
@@ -145,9 +168,9 @@ int run_fashion(int argc, char** argv, const char* workload, Make make, int64_t 
     train_epoch(model, opt, train, batch, t);
     t.sync();
     times.push_back(now_s() - t0);
-    if (e == 1) first_acc = accuracy(model, test);
+    if (e == 1) first_acc = accuracy(model, test, t);
   }
-  double last_acc = accuracy(model, test);
+  double last_acc = accuracy(model, test, t);
   std::printf("%s: test accuracy %.4f after 1 epoch, %.4f after %lld\n", workload, first_acc, last_acc,
               (long long)epochs);
   report(args, workload, "reel", t.name.c_str(), "epoch_s", times, extra);

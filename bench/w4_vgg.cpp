@@ -2,7 +2,8 @@
 // Dropout(.25)-Conv(50,100,3,p1)-ReLU-Conv(100,100,3,p1)-ReLU-MaxPool2-Dropout(.25)-
 // Flatten-Linear(6400,512)-ReLU-Dropout(.5)-Linear(512,10), batch 64, SGD lr 0.01
 // momentum 0.9, on synthetic N x 3 x 32 x 32 data. Reports ms per training step
-// (each repetition: --steps steps, default 5) and images/s.
+// (each repetition: --steps steps, default 5) and images/s. --amp bf16|f16: the forward
+// under autocast (parameters and optimizer in f32).
 #include "reel_bench.h"
 
 int main(int argc, char** argv) {
@@ -22,7 +23,11 @@ int main(int argc, char** argv) {
   Tensor x = randn({64, 3, 32, 32}, {.device = t.device});
   Tensor y = randint(0, 10, {64}, {.dtype = DType::i64, .device = t.device});
   auto step = [&] {
-    Tensor loss = cross_entropy(model(x), y);
+    Tensor loss;
+    {
+      auto amp = t.autocast();  // --amp bf16|f16
+      loss = cross_entropy(model(x), y);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();

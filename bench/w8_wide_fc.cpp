@@ -2,6 +2,7 @@
 // softmax cross-entropy over 20000 classes, batch 128, Adam (lr 1e-3), synthetic
 // data. Reports ms per step and its split: forward (to the loss), backward,
 // optimizer (zero_grad + step). Each repetition averages `--steps` steps (default 3).
+// --amp bf16|f16: the forward under autocast (parameters and Adam in f32).
 // The optimizer's floor is measured here, not taken from W6: Adam's state for W8's
 // 36.4M parameters (p, g, m, v: 16 B each, 580 MB) lives in DRAM, W6's 160 MB may sit
 // in a large L3. So `a += b` runs on two tensors of 2P floats (the same 580 MB), and
@@ -23,7 +24,11 @@ int main(int argc, char** argv) {
   double f = 0, b = 0, o = 0;
   auto step = [&] {
     double t0 = bench::now_s();
-    Tensor loss = cross_entropy(model(x), y);
+    Tensor loss;
+    {
+      auto amp = t.autocast();  // --amp bf16|f16
+      loss = cross_entropy(model(x), y);
+    }
     t.sync();
     double t1 = bench::now_s();
     loss.backward();

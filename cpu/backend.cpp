@@ -13,6 +13,7 @@
 
 #include "../tensor/philox.h"
 #include "memory.h"
+#include "convert.h"
 #include "cpu_backend.h"
 #include "philox_words.h"
 #include "loops.h"
@@ -131,6 +132,7 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
     std::memcpy(dst.data_ptr(), src.data_ptr(), size_t(dst.numel()) * dst.element_size());
     return;
   }
+  if (convert_contiguous(dst, src)) return;
   dispatch_all(dst.dtype(), [&]<typename To>() {
     dispatch_all(src.dtype(), [&]<typename From>() {
       for_each_row<To, const From>(dst.shape(), {&dst, &src}, [](auto p, auto st, int64_t n) {
@@ -199,14 +201,6 @@ void CpuBackend::fill_normal(const Tensor& out, double mean, double std, uint64_
   });
 }
 
-namespace {
-Backend* get_cpu(int) {
-  static CpuBackend backend;
-  return &backend;
-}
-struct Registrar {
-  Registrar() { register_backend(DeviceType::CPU, get_cpu); }
-} registrar;
-}  // namespace
+// (registered through cpu/low_precision.cpp, the layer that gives it f16/bf16 tensors)
 
 }  // namespace reel::cpu

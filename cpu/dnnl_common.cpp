@@ -30,12 +30,12 @@ bool dnnl_strides_ok(const int64_t* shape, const int64_t* strides, int n) {
   return true;
 }
 
-dnnl::memory::desc strided_desc(const Dims& shape, const Dims& strides) {
-  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()), dnnl::memory::data_type::f32,
+dnnl::memory::desc strided_desc(const Dims& shape, const Dims& strides, DType dtype) {
+  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()), dnnl_type(dtype),
                             dnnl::memory::dims(strides.begin(), strides.end()));
 }
 
-dnnl::memory::desc strided_desc(const Tensor& t) { return strided_desc(t.shape(), t.strides()); }
+dnnl::memory::desc strided_desc(const Tensor& t) { return strided_desc(t.shape(), t.strides(), t.dtype()); }
 
 dnnl::memory memory_of(const dnnl::memory::desc& md, const Tensor& t) {
   return dnnl::memory(md, dnnl_engine(), t.data_ptr());
@@ -52,6 +52,21 @@ Tensor dense_copy(const Tensor& t) {
   Tensor c = empty(t.shape(), {.dtype = t.dtype(), .device = t.device()});
   if (c.numel()) backend_for(t.device()).copy(c, t);
   return c;
+}
+
+Tensor dense_copy_as(const Tensor& t, DType dtype) {
+  Tensor c = empty(t.shape(), {.dtype = dtype, .device = t.device()});
+  if (c.numel()) backend_for(t.device()).copy(c, t);
+  return c;
+}
+
+dnnl::memory::data_type dnnl_type(DType t) {
+  switch (t) {
+    case DType::f32: return dnnl::memory::data_type::f32;
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    case DType::f16: return dnnl::memory::data_type::f16;
+    default: throw Error(fmt::format("oneDNN: no kernels for dtype {}", dtype_name(t)));
+  }
 }
 
 Tensor view_of(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset) {

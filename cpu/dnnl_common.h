@@ -20,9 +20,10 @@ dnnl::stream& dnnl_stream();
 // Whether oneDNN takes these strides: sorted by stride, each dim must step over the
 // whole extent of the dims inside it (views that interleave them, legal for us, are not).
 bool dnnl_strides_ok(const int64_t* shape, const int64_t* strides, int n);
-// The f32 descriptor of `t` with its own dims and strides (stride 0 too; see dnnl_strides_ok).
+// The descriptor of `t` (f32, f16 or bf16) with its own dims and strides (stride 0 too;
+// see dnnl_strides_ok).
 dnnl::memory::desc strided_desc(const Tensor& t);
-dnnl::memory::desc strided_desc(const Dims& shape, const Dims& strides);
+dnnl::memory::desc strided_desc(const Dims& shape, const Dims& strides, DType dtype = DType::f32);
 // A memory object over t's data (no copy).
 dnnl::memory memory_of(const dnnl::memory::desc& md, const Tensor& t);
 // A scratch memory object for md, its bytes from the CPU allocator's block cache.
@@ -31,8 +32,11 @@ struct Scratch {
   dnnl::memory mem;
 };
 Scratch scratch(const dnnl::memory::desc& md);
-// A contiguous copy of t (not recorded on the tape).
+// A contiguous copy of t (not recorded on the tape), and one converted to dtype.
 Tensor dense_copy(const Tensor& t);
+Tensor dense_copy_as(const Tensor& t, DType dtype);
+// oneDNN's name for f32, f64 (no kernels), f16 and bf16
+dnnl::memory::data_type dnnl_type(DType t);
 // A view of base's storage with the given geometry (offset in elements from storage start).
 Tensor view_of(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset);
 
@@ -80,7 +84,8 @@ class PlanCache {
 
 // out = a @ b, batched: a [Ba, M, K], b [Bb, K, N] with Ba, Bb either 1 or out's B;
 // out [B, M, N] contiguous. Optional bias [N] added to every row, or row_bias [M] to
-// every column, then an optional relu. a, b any strides; f32 runs on oneDNN, f64 on loops.
+// every column, then an optional relu. a, b any strides; f32 runs on oneDNN, f64 on loops;
+// bf16 a and b (oneDNN) with out and the biases bf16 or f32.
 struct MatmulArgs {
   Tensor out, a, b;
   Tensor bias;      // [N] or undefined

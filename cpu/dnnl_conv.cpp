@@ -2,7 +2,8 @@
 // f32: oneDNN convolution primitives on the layouts oneDNN picks for the shape
 // (blocked, as a rule), our plain tensors reordered in and out around them, with the
 // algorithm oneDNN picks (Winograd for most 3x3 stride-1 shapes) unless the user set
-// ConvAlgorithm::direct.
+// ConvAlgorithm::direct. bf16: the same primitives on bf16 data (direct; oneDNN has no
+// bf16 Winograd), f32 accumulation, f32 or bf16 bias, output gradients f32 or bf16.
 // Two shapes are a GEMM in disguise and run as one (cpu/dnnl_matmul.cpp), in f32
 // and f64 alike: a 1x1 kernel at stride 1 without padding (y[n] = W x[n], pixels as
 // columns) and a kernel covering the whole unpadded input (y = x W^T, images as rows),
@@ -115,18 +116,22 @@ dnnl::memory::desc weight_desc(const Tensor& w, int64_t groups) {
   const Dims& s = w.strides();
   int64_t O = w.shape()[0];
   return strided_desc(Dims{groups, O / groups, w.shape()[1], w.shape()[2], w.shape()[3]},
-                      Dims{O / groups * s[0], s[0], s[1], s[2], s[3]});
+                      Dims{O / groups * s[0], s[0], s[1], s[2], s[3]}, w.dtype());
 }
 
-ConvShape conv_shape(const Dims& xs, const Dims& ws, const Dims& ys, const ConvParams& p) {
-  using dt = dnnl::memory::data_type;
+// The dtypes of one primitive's x, w, y and bias (or their gradients)
+struct ConvTypes {
+  DType x, w, y, bias;
+};
+
+ConvShape conv_shape(const Dims& xs, const Dims& ws, const Dims& ys, const ConvParams& p, const ConvTypes& t) {
   ConvShape c;
   dims wd{ws[0], ws[1], ws[2], ws[3]};
   if (p.groups > 1) wd = {p.groups, ws[0] / p.groups, ws[1], ws[2], ws[3]};
-  c.x = dnnl::memory::desc(dims(xs.begin(), xs.end()), dt::f32, kAny);
-  c.w = dnnl::memory::desc(wd, dt::f32, kAny);
-  c.y = dnnl::memory::desc(dims(ys.begin(), ys.end()), dt::f32, kAny);
-  c.bias = dnnl::memory::desc({ws[0]}, dt::f32, dnnl::memory::format_tag::x);
+  c.x = dnnl::memory::desc(dims(xs.begin(), xs.end()), dnnl_type(t.x), kAny);
+  c.w = dnnl::memory::desc(wd, dnnl_type(t.w), kAny);
+  c.y = dnnl::memory::desc(dims(ys.begin(), ys.end()), dnnl_type(t.y), kAny);
+  c.bias = dnnl::memory::desc({ws[0]}, dnnl_type(t.bias), dnnl::memory::format_tag::x);
   c.strides = {p.stride[0], p.stride[1]};
   c.dilates = {p.dilation[0] - 1, p.dilation[1] - 1};  // oneDNN counts the gaps
   c.pad_l = {p.padding[0], p.padding[1]};
@@ -198,6 +203,7 @@ Tensor readable(const Tensor& t) {
 void key_of(PlanKey& k, const Tensor& t) {
   k.add(t.shape());
   k.add(t.strides());
+  k.add(int64_t(t.dtype()));
 }
 void key_of(PlanKey& k, const ConvParams& p) {
   for (int i = 0; i < 2; ++i) k.add(p.stride[i]), k.add(p.padding[i]), k.add(p.dilation[i]);
@@ -217,9 +223,11 @@ void forward_dnnl(const Tensor& out, const Tensor& x_in, const Tensor& w_in, con
   Tensor bias = bias_in.defined() && !bias_in.is_contiguous() ? dense_copy(bias_in) : bias_in;
   PlanKey key;
   key_of(key, x), key_of(key, w), key.add(out.shape()), key_of(key, p), key.add(bias.defined()), key.add(relu);
+  key.add(int64_t(out.dtype())), key.add(bias.defined() ? int64_t(bias.dtype()) : -1);
   thread_local PlanCache<FwdPlan> cache;
   FwdPlan& plan = cache.get(key, [&] {
-    ConvShape c = conv_shape(x.shape(), w.shape(), out.shape(), p);
+    DType bt = bias.defined() ? bias.dtype() : DType::f32;
+    ConvShape c = conv_shape(x.shape(), w.shape(), out.shape(), p, {x.dtype(), w.dtype(), out.dtype(), bt});
     auto pd = forward_pd(c, bias.defined(), relu);
     return FwdPlan{dnnl::convolution_forward(pd), make_port(strided_desc(x), pd.src_desc(), true),
                    make_port(weight_desc(w, p.groups), pd.weights_desc(), true),
@@ -242,11 +250,13 @@ struct DataPlan {
 void backward_data_dnnl(const Tensor& gx, const Tensor& gy_in, const Tensor& w_in, const ConvParams& p) {
   Tensor gy = readable(gy_in), w = readable(w_in);
   PlanKey key;
-  key_of(key, gy), key_of(key, w), key.add(gx.shape()), key_of(key, p);
+  key_of(key, gy), key_of(key, w), key.add(gx.shape()), key_of(key, p), key.add(int64_t(gx.dtype()));
   thread_local PlanCache<DataPlan> cache;
   DataPlan& plan = cache.get(key, [&] {
-    ConvShape c = conv_shape(gx.shape(), w.shape(), gy.shape(), p);
-    auto hint = forward_pd(c, false, false);
+    ConvShape c = conv_shape(gx.shape(), w.shape(), gy.shape(), p, {gx.dtype(), w.dtype(), gy.dtype(), DType::f32});
+    // the hint is a forward in the compute dtype: oneDNN has no forward from bf16 src to f32 weights
+    DType ct = gy.dtype();
+    auto hint = forward_pd(conv_shape(gx.shape(), w.shape(), gy.shape(), p, {ct, ct, ct, DType::f32}), false, false);
     dnnl::convolution_backward_data::desc desc(conv_alg(), c.x, c.w, c.y, c.strides,
                                                c.dilates, c.pad_l, c.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_engine(), hint);
@@ -272,10 +282,13 @@ void backward_weight_dnnl(const Tensor& gw, const Tensor& gb, const Tensor& gy_i
   Tensor gy = readable(gy_in), x = readable(x_in);
   PlanKey key;
   key_of(key, gy), key_of(key, x), key.add(gw.shape()), key_of(key, p), key.add(gb.defined());
+  key.add(int64_t(gw.dtype())), key.add(gb.defined() ? int64_t(gb.dtype()) : -1);
   thread_local PlanCache<WeightPlan> cache;
   WeightPlan& plan = cache.get(key, [&] {
-    ConvShape c = conv_shape(x.shape(), gw.shape(), gy.shape(), p);
-    auto hint = forward_pd(c, gb.defined(), false);
+    DType bt = gb.defined() ? gb.dtype() : DType::f32;
+    ConvShape c = conv_shape(x.shape(), gw.shape(), gy.shape(), p, {x.dtype(), gw.dtype(), gy.dtype(), bt});
+    DType ct = gy.dtype();  // as in backward_data_dnnl: the hint runs in the compute dtype
+    auto hint = forward_pd(conv_shape(x.shape(), gw.shape(), gy.shape(), p, {ct, ct, ct, bt}), gb.defined(), false);
     auto alg = conv_alg();
     auto desc = gb.defined() ? dnnl::convolution_backward_weights::desc(alg, c.x, c.w, c.bias, c.y, c.strides,
                                                                          c.dilates, c.pad_l, c.pad_r)
@@ -405,14 +418,14 @@ void CpuBackend::conv2d_forward(const Tensor& out, const Tensor& x, const Tensor
                                 const ConvParams& p, bool relu) {
   Lowering l = lowering(x, w, p);
   if (l != Lowering::none) return forward_gemm(l, out, x, w, bias, relu);
-  if (x.dtype() == DType::f32) return forward_dnnl(out, x, w, bias, p, relu);
+  if (x.dtype() == DType::f32 || x.dtype() == DType::bf16) return forward_dnnl(out, x, w, bias, p, relu);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() { forward_loops<T>(out, x, w, bias, p, relu); });
 }
 
 void CpuBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) {
   Lowering l = lowering(gx, w, p);
   if (l != Lowering::none) return backward_data_gemm(l, gx, gy, w);
-  if (gx.dtype() == DType::f32) return backward_data_dnnl(gx, gy, w, p);
+  if (gy.dtype() == DType::f32 || gy.dtype() == DType::bf16) return backward_data_dnnl(gx, gy, w, p);
   dispatch_float(gx.dtype(), "conv2d", [&]<typename T>() { backward_data_loops<T>(gx, gy, w, p); });
 }
 
@@ -421,7 +434,7 @@ void CpuBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, cons
   // the pointwise case sums one product per image: oneDNN's 1x1 kernels do that well already
   if (lowering(x, gw, p) == Lowering::full) {
     backward_weight_gemm(gw, gy, x);
-  } else if (x.dtype() == DType::f32) {
+  } else if (x.dtype() == DType::f32 || x.dtype() == DType::bf16) {
     return backward_weight_dnnl(gw, gb, gy, x, p);  // oneDNN sums the bias gradient itself
   } else {
     dispatch_float(x.dtype(), "conv2d", [&]<typename T>() { backward_weight_loops<T>(gw, gy, x, p); });
@@ -431,7 +444,10 @@ void CpuBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, cons
   // 50 us per layer of W2, 10x the reduction.
   if (gb.defined()) {
     int64_t O = gb.numel();
-    reduce(ReduceOp::sum, view_of(gb, {1, O, 1, 1}, {O, 1, 1, 1}, gb.offset()), gy, {0, 2, 3});
+    Tensor gb4 = view_of(gb, {1, O, 1, 1}, {O, 1, 1, 1}, gb.offset());
+    if (gy.dtype() == gb.dtype()) return reduce(ReduceOp::sum, gb4, gy, {0, 2, 3});
+    backend_for(kCPU).reduce(ReduceOp::sum, gb4, gy.dtype() == DType::f32 ? gy : dense_copy_as(gy, DType::f32),
+                             {0, 2, 3});
   }
 }
 

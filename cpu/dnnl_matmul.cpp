@@ -1,7 +1,8 @@
-// Matrix products. f32: oneDNN matmul, compute-bound, with the bias and the relu
-// fused as post-ops and strided views handed over as they are, so a transposed
-// operand costs no copy. f64 (gradient checks), tiny products and empty inner
-// dims: plain loops.
+// Matrix products. f32 and bf16: oneDNN matmul, compute-bound, with the bias and the
+// relu fused as post-ops and strided views handed over as they are, so a transposed
+// operand costs no copy; bf16 operands accumulate in f32 and may write an f32 result
+// (autocast's gradients of f32 inputs). f64 (gradient checks), tiny products and
+// empty inner dims: plain loops (bf16 ones on f32 copies).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,8 +61,8 @@ struct MatmulPlan {
 constexpr int kMatmulArgs[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS,
                                 DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1};
 
-dnnl::memory::desc desc3(const int64_t* d, const int64_t* s) {
-  return dnnl::memory::desc({d[0], d[1], d[2]}, dnnl::memory::data_type::f32, dnnl::memory::dims{s[0], s[1], s[2]});
+dnnl::memory::desc desc3(const int64_t* d, const int64_t* s, DType t) {
+  return dnnl::memory::desc({d[0], d[1], d[2]}, dnnl_type(t), dnnl::memory::dims{s[0], s[1], s[2]});
 }
 
 void matmul_dnnl(const MatmulArgs& m) {
@@ -86,17 +87,19 @@ void matmul_dnnl(const MatmulArgs& m) {
   for (int i = 0; i < 3; ++i) key.add(a.d[i]), key.add(a.s[i]), key.add(b.d[i]), key.add(b.s[i]);
   key.add(B), key.add(M), key.add(N);
   key.add(bias.defined()), key.add(row.defined()), key.add(m.relu);
+  key.add(int(a.t.dtype())), key.add(int(m.out.dtype())), key.add(bias.defined() ? int(bias.dtype()) : -1);
+  key.add(row.defined() ? int(row.dtype()) : -1);
   thread_local PlanCache<MatmulPlan> cache;
   MatmulPlan& plan = cache.get(key, [&] {
     MatmulPlan p;
-    p.a = desc3(a.d, a.s);
-    p.b = desc3(b.d, b.s);
+    p.a = desc3(a.d, a.s, a.t.dtype());
+    p.b = desc3(b.d, b.s, b.t.dtype());
     int64_t cd[3] = {B, M, N}, cs[3] = {M * N, N, 1};
-    p.c = desc3(cd, cs);
+    p.c = desc3(cd, cs, m.out.dtype());
     int64_t bd[3] = {1, 1, N}, bs[3] = {N, N, 1};
-    p.bias = desc3(bd, bs);
+    p.bias = desc3(bd, bs, bias.defined() ? bias.dtype() : DType::f32);
     int64_t rd[3] = {1, M, 1}, rs[3] = {M, 1, 1};
-    p.row = desc3(rd, rs);
+    p.row = desc3(rd, rs, row.defined() ? row.dtype() : DType::f32);
     dnnl::post_ops ops;
     if (row.defined()) ops.append_binary(dnnl::algorithm::binary_add, p.row);
     if (m.relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
@@ -173,7 +176,16 @@ constexpr int64_t kTinyProduct = 4096;
 
 void matmul_into(const MatmulArgs& m) {
   if (m.out.numel() == 0) return;
-  if (m.out.dtype() == DType::f32 && m.out.numel() * m.a.shape()[2] >= kTinyProduct) return matmul_dnnl(m);
+  bool big = m.out.numel() * m.a.shape()[2] >= kTinyProduct;
+  if (m.a.dtype() == DType::bf16 && !big) {  // on f32 copies, rounded once
+    auto f32 = [](const Tensor& t) { return t.defined() && t.dtype() != DType::f32 ? dense_copy_as(t, DType::f32) : t; };
+    Tensor out = m.out.dtype() == DType::f32 ? m.out : empty(m.out.shape(), {.dtype = DType::f32});
+    matmul_loops<float>({.out = out, .a = f32(m.a), .b = f32(m.b), .bias = f32(m.bias), .row_bias = f32(m.row_bias),
+                         .relu = m.relu});
+    if (out.data_ptr() != m.out.data_ptr()) backend_for(kCPU).copy(m.out, out);
+    return;
+  }
+  if ((m.a.dtype() == DType::f32 || m.a.dtype() == DType::bf16) && big) return matmul_dnnl(m);
   dispatch_float(m.out.dtype(), "matmul", [&]<typename T>() { matmul_loops<T>(m); });
 }
 

@@ -2,6 +2,7 @@
 // a create_graph gradient, follow from theirs), except binary_cross_entropy, whose
 // rule is written out: the clamped logs' composite gradient is 0/0 at x = 0 or 1,
 // where PyTorch's is finite.
+#include "../autograd/autocast.h"
 #include "losses.h"
 
 #include <cmath>
@@ -21,14 +22,16 @@ Tensor clamped_log(const Tensor& x) { return clamp(log(x), -100.0, kInf); }
 
 }  // namespace
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, Site site) {
+Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction, Site site) {
   OpScope op("l1_loss", site);
+  const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
   return reduce_losses(abs(sub(input, target)), reduction);
 }
 
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options opt, Site site) {
+Tensor smooth_l1_loss(const Tensor& input_in, const Tensor& target_in, SmoothL1Options opt, Site site) {
   OpScope op("smooth_l1_loss", site);
+  const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
   if (!(opt.beta >= 0)) fail(op.op, fmt::format("expected beta >= 0, got {}", opt.beta), op.site);
   Tensor d = abs(sub(input, target));
@@ -37,8 +40,9 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options
   return reduce_losses(where(lt(d, opt.beta), quadratic, sub(d, 0.5 * opt.beta)), opt.reduction);
 }
 
-Tensor huber_loss(const Tensor& input, const Tensor& target, HuberOptions opt, Site site) {
+Tensor huber_loss(const Tensor& input_in, const Tensor& target_in, HuberOptions opt, Site site) {
   OpScope op("huber_loss", site);
+  const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
   if (!(opt.delta > 0)) fail(op.op, fmt::format("expected delta > 0, got {}", opt.delta), op.site);
   Tensor d = abs(sub(input, target));
@@ -46,8 +50,9 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, HuberOptions opt, S
   return reduce_losses(where(lt(d, opt.delta), mul(square(d), 0.5), linear), opt.reduction);
 }
 
-Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions opt, Site site) {
+Tensor kl_div(const Tensor& input_in, const Tensor& target_in, KLDivOptions opt, Site site) {
   OpScope op("kl_div", site);
+  const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
   Tensor losses;
   if (opt.log_target) {
@@ -71,8 +76,9 @@ Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions opt, Site 
 
 // loss = -(t log x + (1 - t) log(1 - x)), logs clamped at -100;
 // dx = g (x - t) / max(x (1 - x), 1e-12) (PyTorch's rule), dt = g (log(1 - x) - log x) (clamped logs)
-Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOptions opt, Site site) {
+Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, BCEOptions opt, Site site) {
   OpScope op("binary_cross_entropy", site);
+  const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
   if (opt.weight.defined()) {
     check_same_device(op, input, opt.weight);
@@ -99,9 +105,10 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOption
   return reduce_losses(losses, opt.reduction);
 }
 
-Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, CosineEmbeddingOptions opt,
+Tensor cosine_embedding_loss(const Tensor& x1_in, const Tensor& x2_in, const Tensor& y_in, CosineEmbeddingOptions opt,
                              Site site) {
   OpScope op("cosine_embedding_loss", site);
+  const Tensor x1 = autocast_f32(x1_in), x2 = autocast_f32(x2_in), y = autocast_f32(y_in);
   check_defined(op, x1, "input1");
   check_defined(op, x2, "input2");
   check_defined(op, y, "the target");

@@ -80,8 +80,15 @@ struct Score {
 
 // Loss and accuracy over a whole loader, in eval mode and without recording. Sums
 // stay on the device; the host reads them once at the end.
-inline Score evaluate(nn::Module& model, data::DataLoader& loader) {
+// --amp none|bf16|f16: the autocast scope of the forward passes (disabled for none)
+inline AutocastOptions parse_amp(const std::string& s, Device device) {
+  if (s != "none" && s != "bf16" && s != "f16") throw Error("--amp: expected none, bf16 or f16, got '" + s + "'");
+  return {.device = device.type, .dtype = s == "f16" ? DType::f16 : DType::bf16, .enabled = s != "none"};
+}
+
+inline Score evaluate(nn::Module& model, data::DataLoader& loader, AutocastOptions amp = {.enabled = false}) {
   NoGradGuard no_grad;
+  AutocastGuard autocast(amp);
   bool was_training = model.is_training();
   model.eval();
   Tensor loss_sum, correct;

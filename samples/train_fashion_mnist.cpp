@@ -34,7 +34,8 @@ namespace {
 const char* kUsage =
     "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--data DIR] [--out DIR] [--logdir DIR|none]\n"
     "                           [--batch-size N] [--lr X] [--seed N] [--workers N] [--device cpu|cuda]\n"
-    "                           [--distributed]   (under mpirun: --batch-size is per rank)\n"
+    "                           [--amp none|bf16|f16] [--distributed]   (under mpirun: --batch-size is per rank)\n"
+    "  --amp: the forward under autocast in that dtype (parameters and optimizer stay f32)\n"
     "  --logdir: the TensorBoard log folder (default runs/train_fashion_mnist; none: no log)\n";
 
 struct EpochLog {
@@ -89,12 +90,13 @@ int run(int argc, char** argv) {
   auto args = fashion::parse_args(argc, argv,
                                   {{"model", "mlp"}, {"epochs", "10"}, {"data", "/usr/share/datasets/fashion-mnist"},
                                    {"out", "out"}, {"logdir", "runs/train_fashion_mnist"}, {"batch-size", "128"}, {"lr", "1e-3"}, {"seed", "1"},
-                                   {"workers", "1"}, {"device", "cpu"}},
+                                   {"workers", "1"}, {"device", "cpu"}, {"amp", "none"}},
                                   kUsage);
   int epochs = std::stoi(args["epochs"]);
   int64_t batch_size = std::stoll(args["batch-size"]);
   uint64_t seed = std::stoull(args["seed"]);
   Device device = fashion::parse_device(args["device"]);
+  const AutocastOptions amp = fashion::parse_amp(args["amp"], device);
   std::filesystem::path out = args["out"];
   if (rank0) std::filesystem::create_directories(out);
 
@@ -157,8 +159,12 @@ int run(int argc, char** argv) {
     double shown_loss = 0;
     auto last_shown = start;
     for (data::Example& batch : train_loader) {
-      Tensor logits = forward(batch.data);
-      Tensor loss = cross_entropy(logits, batch.target);
+      Tensor logits, loss;
+      {
+        AutocastGuard autocast(amp);  // a no-op unless --amp
+        logits = forward(batch.data);
+        loss = cross_entropy(logits, batch.target);
+      }
       opt.zero_grad();
       loss.backward();
       opt.step();
@@ -191,7 +197,7 @@ int run(int argc, char** argv) {
     }
 #endif
     schedule.step();
-    fashion::Score score = fashion::evaluate(model, test_loader);
+    fashion::Score score = fashion::evaluate(model, test_loader, amp);
     log.push_back({loss_sum.item<double>() / double(seen), double(correct.item<int64_t>()) / double(seen), score.loss,
                    score.accuracy, lr, train_seconds});
     if (!rank0) continue;

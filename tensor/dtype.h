@@ -32,6 +32,9 @@ struct BFloat16 {
   }
 };
 
+// f16 and bf16: stored in 16 bits, computed in f32
+constexpr bool is_low_precision(DType t) { return t == DType::f16 || t == DType::bf16; }
+
 constexpr int dtype_size(DType t) {
   switch (t) {
     case DType::f32: case DType::i32: return 4;

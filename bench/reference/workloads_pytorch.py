@@ -14,6 +14,7 @@ picks algorithms by measurement (cudnn.benchmark, as reel does); every time is r
 after torch.cuda.synchronize().
 """
 import argparse
+import contextlib
 import gzip
 import json
 import math
@@ -48,6 +49,14 @@ class Ctx:
         self.system = "pytorch-compile" if a.compile else "pytorch"
         if a.compile:
             self.extra["torch_compile"] = True
+        if a.amp:
+            self.extra["amp"] = a.amp
+
+    def amp(self):
+        """The forward's scope: torch.autocast with --amp bf16|f16, else nothing."""
+        if not self.a.amp:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16 if self.a.amp == "bf16" else torch.float16)
 
     def model(self, m):
         """The model as timed: compiled when --compile."""
@@ -93,7 +102,7 @@ def fashion(split, dev):
     return x.to(dev), y.to(dev)
 
 
-def train_epoch(model, opt, x_all, y_all, batch, max_steps=0):
+def train_epoch(model, opt, x_all, y_all, batch, max_steps=0, amp=contextlib.nullcontext):
     n = x_all.shape[0]
     perm = torch.randperm(n, device=x_all.device)
     steps, loss = 0, None
@@ -101,7 +110,8 @@ def train_epoch(model, opt, x_all, y_all, batch, max_steps=0):
         if max_steps and steps == max_steps:
             break
         idx = perm[start:start + batch]
-        loss = F.cross_entropy(model(x_all.index_select(0, idx)), y_all.index_select(0, idx))
+        with amp():
+            loss = F.cross_entropy(model(x_all.index_select(0, idx)), y_all.index_select(0, idx))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -111,9 +121,9 @@ def train_epoch(model, opt, x_all, y_all, batch, max_steps=0):
     return steps
 
 
-def accuracy(model, x, y):
+def accuracy(model, x, y, amp=contextlib.nullcontext):
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), amp():
         correct = sum(int((model(x[s:s + 1000]).argmax(1) == y[s:s + 1000]).sum()) for s in range(0, len(x), 1000))
     model.train()
     return correct / len(x)
@@ -126,19 +136,19 @@ def run_fashion(c, workload, make, batch, lr, default_epochs):
     epochs = a.epochs or default_epochs
     per_epoch = (len(xtr) + batch - 1) // batch
     warm = make().to(dev)
-    train_epoch(warm, torch.optim.SGD(warm.parameters(), lr=lr, momentum=0.9), xtr, ytr, batch, 20)
+    train_epoch(warm, torch.optim.SGD(warm.parameters(), lr=lr, momentum=0.9), xtr, ytr, batch, 20, c.amp)
     torch.manual_seed(1)
     model = c.model(make().to(dev))
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     if a.compile:  # compile outside the clock: one epoch, its short last batch included
-        train_epoch(model, opt, xtr, ytr, batch)
+        train_epoch(model, opt, xtr, ytr, batch, amp=c.amp)
         c.sync()
         print(f"{workload}: compiled; one untimed epoch trained before the timed ones")
     times = []
     if a.steps:
         for _ in range(a.reps):
             t0 = time.perf_counter()
-            done = train_epoch(model, opt, xtr, ytr, batch, a.steps)
+            done = train_epoch(model, opt, xtr, ytr, batch, a.steps, c.amp)
             c.sync()
             times.append((time.perf_counter() - t0) / done * per_epoch)
         print(f"{workload}: s/epoch extrapolated from {a.steps} of {per_epoch} steps per repetition")
@@ -146,12 +156,12 @@ def run_fashion(c, workload, make, batch, lr, default_epochs):
         return
     for e in range(1, epochs + 1):
         t0 = time.perf_counter()
-        train_epoch(model, opt, xtr, ytr, batch)
+        train_epoch(model, opt, xtr, ytr, batch, amp=c.amp)
         c.sync()
         times.append(time.perf_counter() - t0)
         if e == 1:
-            first = accuracy(model, xte, yte)
-    last = accuracy(model, xte, yte)
+            first = accuracy(model, xte, yte, c.amp)
+    last = accuracy(model, xte, yte, c.amp)
     print(f"{workload}: test accuracy {first:.4f} after 1 epoch, {last:.4f} after {epochs}")
     c.report(workload, "epoch_s", times)
     c.report(workload, "test_acc_epoch1", [first])
@@ -189,7 +199,8 @@ def w4(c):
     y = torch.randint(0, 10, (64,), device=dev)
 
     def step():
-        loss = F.cross_entropy(model(x), y)
+        with c.amp():
+            loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -320,7 +331,8 @@ def w8(c):
 
     def step():
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(x), y)
+        with c.amp():
+            loss = F.cross_entropy(model(x), y)
         c.sync()
         t1 = time.perf_counter()
         loss.backward()
@@ -630,10 +642,14 @@ def main():
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--buffers", type=int, default=24)
     p.add_argument("--compile", action="store_true", help="torch.compile the model (W1-W4, W8, W12)")
+    p.add_argument("--amp", default="", choices=["", "bf16", "f16"],
+                   help="the forward under torch.autocast in that dtype (W3, W4, W8)")
     p.add_argument("--sdpa-only", type=int, default=0, help="W12: only the attention op, not the GPT step")
     a = p.parse_args()
     if a.compile and a.workload in ("w5", "w6", "w7", "w14"):
         sys.exit(f"--compile: {a.workload} has no model to compile")
+    if a.amp and a.workload not in ("w3", "w4", "w8"):
+        sys.exit(f"--amp: only W3, W4 and W8 take it, not {a.workload}")
     globals()[a.workload](Ctx(a))
 
 

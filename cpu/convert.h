@@ -1,0 +1,17 @@
+// f16/bf16 on the CPU: the vector conversions to and from f32, and the elementwise ops
+// that run on bf16 data directly (no f32 twin): they round once, as the f32 kernel on
+// converted inputs would, so both paths give the same bits. Internal to cpu/.
+#pragma once
+#include "../tensor/backend.h"
+
+namespace reel::cpu {
+
+// dst = src for contiguous tensors of one shape between f32 and f16/bf16 (either way);
+// false when the pair is not one of those.
+bool convert_contiguous(const Tensor& dst, const Tensor& src);
+// out = f(x) for the ops with a bf16 kernel (relu); false for the others.
+bool lowp_unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b);
+// out = f(a, b) for contiguous bf16 operands of one shape (add, sub, mul, relu_backward); false otherwise.
+bool lowp_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+
+}  // namespace reel::cpu

@@ -1,0 +1,303 @@
+// Autocast and f16/bf16 compute on the CPU: each op's dtype under the guard (the lists
+// of docs/amp.md), nesting and enabled = false, values within bf16/f16 tolerance of f32,
+// f32 gradients for f32 parameters, the native bf16 kernels against the f32 kernels on
+// converted inputs, and the vector conversions against the scalar ones.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "gradcheck.h"
+
+using namespace reel;
+
+namespace {
+
+// max |a - b| / max |b|: the error of a low-precision result against its f32 reference
+double rel_error(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  REQUIRE(x.size() == y.size());
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < x.size(); ++i) {
+    err = std::max(err, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return err / scale;
+}
+
+Tensor rounded(const Tensor& t, DType d) { return t.to(d).to(DType::f32); }
+
+// the same values, NaN where NaN
+bool equal(const Tensor& a, const Tensor& b) {
+  std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i])))) return false;
+  return true;
+}
+
+Tensor from(std::vector<float> v) {
+  return from_blob(v.data(), {int64_t(v.size())}, DType::f32).clone();
+}
+
+}  // namespace
+
+TEST_CASE("autocast picks each op's dtype from its list", "[autocast]") {
+  manual_seed(1);
+  Tensor x = randn({4, 8}), w = randn({6, 8}), b = randn({6});
+  Tensor img = randn({2, 3, 8, 8}), k = randn({4, 3, 3, 3}), kb = randn({4});
+  Tensor seq = randn({2, 3, 10}), k1 = randn({5, 3, 3});
+  Tensor a3 = randn({2, 4, 5}), b3 = randn({2, 5, 3});
+  Tensor labels = tensor({0, 1, 2, 3}, {.dtype = DType::i64});
+  {
+    AutocastGuard amp({.dtype = DType::bf16});
+    CHECK(autocast_enabled(DeviceType::CPU));
+    CHECK(autocast_dtype(DeviceType::CPU) == DType::bf16);
+    // lower precision
+    Tensor y = linear(x, w, b);
+    CHECK(y.dtype() == DType::bf16);
+    CHECK(linear_relu(x, w, b).dtype() == DType::bf16);
+    CHECK(matmul(x, w.t()).dtype() == DType::bf16);
+    CHECK(bmm(a3, b3).dtype() == DType::bf16);
+    CHECK(conv2d(img, k, kb, {.padding = {1, 1}}).dtype() == DType::bf16);
+    CHECK(conv2d_relu(img, k, kb).dtype() == DType::bf16);
+    CHECK(conv1d(seq, k1).dtype() == DType::bf16);
+    CHECK(conv_transpose2d(img, randn({3, 2, 3, 3})).dtype() == DType::bf16);
+    // f32, whatever comes in
+    CHECK(softmax(y, 1).dtype() == DType::f32);
+    CHECK(log_softmax(y, 1).dtype() == DType::f32);
+    CHECK(cross_entropy(y, labels).dtype() == DType::f32);
+    CHECK(mse_loss(y, y.detach()).dtype() == DType::f32);
+    CHECK(sum(y).dtype() == DType::f32);
+    CHECK(mean(y, {1}).dtype() == DType::f32);
+    CHECK(exp(y).dtype() == DType::f32);
+    CHECK(log(abs(y) + 1.0).dtype() == DType::f32);
+    CHECK(layer_norm(y, {6}).dtype() == DType::f32);
+    CHECK(batch_norm(conv2d(img, k), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5).dtype() ==
+          DType::f32);
+    // the dtype that reaches them
+    CHECK(relu(y).dtype() == DType::bf16);
+    CHECK(y.reshape({-1}).dtype() == DType::bf16);
+    CHECK(max_pool2d(conv2d(img, k), {.kernel = {2, 2}}).dtype() == DType::bf16);
+    CHECK(dropout(y, 0.5, true).dtype() == DType::bf16);
+    CHECK((y + x.narrow(1, 0, 6)).dtype() == DType::f32);  // promotion: bf16 + f32 -> f32
+    // f64 is never cast
+    CHECK(linear(x.to(DType::f64), w.to(DType::f64)).dtype() == DType::f64);
+  }
+  CHECK_FALSE(autocast_enabled(DeviceType::CPU));
+  CHECK(linear(x, w, b).dtype() == DType::f32);
+  CHECK(softmax(linear(x, w, b), 1).dtype() == DType::f32);
+}
+
+TEST_CASE("autocast guards nest, and enabled = false turns an inner scope off", "[autocast]") {
+  Tensor x = randn({3, 4}), w = randn({2, 4});
+  AutocastGuard outer({.dtype = DType::bf16});
+  CHECK(linear(x, w).dtype() == DType::bf16);
+  {
+    AutocastGuard off({.enabled = false});
+    CHECK_FALSE(autocast_enabled(DeviceType::CPU));
+    CHECK(linear(x, w).dtype() == DType::f32);
+    {
+      AutocastGuard half({.dtype = DType::f16});
+      CHECK(linear(x, w).dtype() == DType::f16);
+    }
+    CHECK(linear(x, w).dtype() == DType::f32);
+  }
+  CHECK(linear(x, w).dtype() == DType::bf16);
+  CHECK(autocast_dtype(DeviceType::CPU) == DType::bf16);
+  // another device type's state is its own
+  CHECK_FALSE(autocast_enabled(DeviceType::CUDA));
+}
+
+TEST_CASE("AutocastGuard takes bf16 or f16 only", "[autocast]") {
+  CHECK_THROWS_WITH(AutocastGuard({.dtype = DType::f32}), Catch::Contains("bf16 or f16") && Catch::Contains("f32"));
+  CHECK_FALSE(autocast_enabled(DeviceType::CPU));
+}
+
+TEST_CASE("autocast results are within low-precision tolerance of f32", "[autocast]") {
+  manual_seed(2);
+  Tensor x = randn({16, 64}), w = randn({32, 64}) * 0.1, b = randn({32});
+  Tensor img = randn({2, 8, 12, 12}), k = randn({16, 8, 3, 3}) * 0.1, kb = randn({16});
+  Tensor a3 = randn({3, 16, 40}), b3 = randn({3, 40, 8});
+  for (DType d : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(d));
+    double tol = d == DType::bf16 ? 1.5e-2 : 2e-3;  // 8 vs 11 significant bits
+    Tensor lin, mm, bm, cv, cvr, sm;
+    {
+      AutocastGuard amp({.dtype = d});
+      lin = linear(x, w, b);
+      mm = matmul(x, w.t());
+      bm = bmm(a3, b3);
+      cv = conv2d(img, k, kb, {.padding = {1, 1}});
+      cvr = conv2d_relu(img, k, kb, {.stride = {2, 2}});
+      sm = softmax(lin, 1);
+    }
+    CHECK(rel_error(lin, linear(x, w, b)) < tol);
+    CHECK(rel_error(mm, matmul(x, w.t())) < tol);
+    CHECK(rel_error(bm, bmm(a3, b3)) < tol);
+    CHECK(rel_error(cv, conv2d(img, k, kb, {.padding = {1, 1}})) < tol);
+    CHECK(rel_error(cvr, conv2d_relu(img, k, kb, {.stride = {2, 2}})) < tol);
+    // softmax computes in f32 from the rounded logits: exactly the f32 softmax of them
+    CHECK(rel_error(sm, softmax(lin.to(DType::f32), 1)) < 1e-6);
+  }
+}
+
+TEST_CASE("autocast gradients reach f32 parameters as f32, close to the f32 ones", "[autocast]") {
+  manual_seed(3);
+  Tensor x = randn({8, 3, 10, 10});
+  Tensor k = (randn({6, 3, 3, 3}) * 0.2).requires_grad_(), kb = zeros({6}).requires_grad_();
+  Tensor w = (randn({5, 6 * 4 * 4}) * 0.1).requires_grad_(), b = zeros({5}).requires_grad_();
+  Tensor labels = tensor({0, 1, 2, 3, 4, 0, 1, 2}, {.dtype = DType::i64});
+  auto loss_of = [&] {
+    // no relu here: on a problem this small, units flipping across zero under bf16 rounding
+    // move the conv weight gradient by 5-12% (PyTorch 1.13's autocast does the same)
+    Tensor h = avg_pool2d(conv2d(x, k, kb), {.kernel = {2, 2}});
+    return cross_entropy(linear(h.flatten(1), w, b), labels);
+  };
+  std::vector<Tensor> params{k, kb, w, b}, ref;
+  loss_of().backward();
+  for (Tensor& p : params) ref.push_back(p.grad().clone()), p.set_grad(Tensor());
+  Tensor loss;
+  {
+    AutocastGuard amp({.dtype = DType::bf16});
+    loss = loss_of();
+  }
+  CHECK(loss.dtype() == DType::f32);
+  loss.backward();
+  for (size_t i = 0; i < params.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(params[i].grad().defined());
+    CHECK(params[i].grad().dtype() == DType::f32);
+    CHECK(rel_error(params[i].grad(), ref[i]) < 3e-2);
+  }
+}
+
+TEST_CASE("backward inside an autocast scope runs in the forward's dtypes", "[autocast]") {
+  Tensor x = randn({4, 6}), w = randn({3, 6}).requires_grad_();
+  AutocastGuard amp({.dtype = DType::bf16});
+  Tensor y = linear(x, w);
+  sum(y).backward();
+  CHECK(w.grad().dtype() == DType::f32);
+  // d sum(x W^T) / dW = column sums of x, from the bf16-rounded x, accumulated in f32
+  Tensor want = sum(rounded(x, DType::bf16), {0}).expand({3, 6});
+  CHECK(rel_error(w.grad(), want) < 1e-6);
+}
+
+TEST_CASE("autocast converts a parameter once per scope and sees in-place updates", "[autocast]") {
+  Tensor x = ones({1, 2}), w = tensor({{1.0f, 2.0f}}).requires_grad_();
+  AutocastGuard amp({.dtype = DType::bf16});
+  CHECK(linear(x, w).item<float>() == 3.0f);
+  {
+    NoGradGuard no_grad;
+    w.mul_(2.0);
+  }
+  CHECK(linear(x, w).item<float>() == 6.0f);  // not the cached copy of the old values
+}
+
+TEST_CASE("f64 keeps exact gradients under autocast (gradcheck)", "[autocast]") {
+  AutocastGuard amp({.dtype = DType::bf16});
+  auto f = [](const std::vector<Tensor>& in) { return softmax(linear(in[0], in[1], in[2]), 1); };
+  CHECK(test::gradcheck(f, {test::input({3, 4}), test::input({2, 4}), test::input({2})}) == "");
+}
+
+TEST_CASE("bf16 products run natively and match f32 on the rounded inputs", "[autocast][bf16]") {
+  manual_seed(4);
+  // big enough for oneDNN (not the tiny-product loops), and a tiny one
+  for (int64_t m : {64, 3}) {
+    Tensor a = rounded(randn({m, 96}), DType::bf16), b = rounded(randn({96, 48}), DType::bf16);
+    Tensor bias = randn({48});
+    Tensor want = linear(a, b.t(), bias);
+    Tensor got = linear(a.to(DType::bf16), b.t().to(DType::bf16), bias.to(DType::bf16));
+    CHECK(got.dtype() == DType::bf16);
+    // f32 accumulation, one rounding of the result (and of the bias)
+    CHECK(rel_error(got, want) < 8e-3);
+    CHECK(rel_error(matmul(a.to(DType::bf16), b.to(DType::bf16)), matmul(a, b)) < 8e-3);
+  }
+  Tensor x = rounded(randn({2, 4, 9, 9}), DType::bf16), k = rounded(randn({8, 4, 3, 3}), DType::bf16);
+  for (int64_t stride : {1, 2}) {
+    Conv2dOptions o{.stride = {stride, stride}, .padding = {1, 1}};
+    Tensor want = conv2d(x, k, {}, o);
+    CHECK(rel_error(conv2d(x.to(DType::bf16), k.to(DType::bf16), {}, o), want) < 8e-3);
+  }
+}
+
+TEST_CASE("bf16 conv and linear gradients match f32 on the rounded inputs", "[autocast][bf16]") {
+  manual_seed(7);
+  // f32 leaves, bf16 compute: gradients come back in f32, accumulated in f32 by oneDNN
+  Tensor x = rounded(randn({4, 3, 10, 10}), DType::bf16), k = rounded(randn({6, 3, 3, 3}), DType::bf16);
+  Tensor kb = rounded(randn({6}), DType::bf16), g = rounded(randn({4, 6, 5, 5}), DType::bf16);
+  Tensor w = rounded(randn({7, 150}), DType::bf16), wb = rounded(randn({7}), DType::bf16);
+  Tensor gl = rounded(randn({4, 7}), DType::bf16);
+  std::vector<Tensor> leaves{x, k, kb, w, wb};
+  for (Tensor& t : leaves) t.requires_grad_();
+  std::vector<std::vector<Tensor>> grads;
+  for (bool low : {false, true}) {
+    Tensor y, z;
+    {
+      AutocastGuard amp({.dtype = DType::bf16, .enabled = low});
+      y = conv2d(x, k, kb, {.stride = {2, 2}, .padding = {1, 1}});
+      z = linear(x.flatten(1).narrow(1, 0, 150), w, wb);
+    }
+    CHECK(y.dtype() == (low ? DType::bf16 : DType::f32));
+    (sum(y.to(DType::f32) * g) + sum(z.to(DType::f32) * gl)).backward();
+    grads.emplace_back();
+    for (Tensor& t : leaves) grads.back().push_back(t.grad().clone()), t.set_grad(Tensor());
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    INFO("leaf " << i);
+    CHECK(grads[1][i].dtype() == DType::f32);
+    CHECK(rel_error(grads[1][i], grads[0][i]) < 8e-3);
+  }
+}
+
+TEST_CASE("bf16 and f16 elementwise ops compute in f32 and round once", "[autocast][bf16]") {
+  manual_seed(5);
+  Tensor a = rounded(randn({1000}), DType::bf16), b = rounded(randn({1000}), DType::bf16);
+  for (DType d : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(d));
+    Tensor ad = a.to(d), bd = b.to(d);
+    CHECK(equal((ad * bd).to(DType::f32), rounded(a * b, d)));
+    CHECK(equal((ad + bd).to(DType::f32), rounded(a + b, d)));
+    CHECK(equal((ad - bd).to(DType::f32), rounded(a - b, d)));
+    CHECK(equal(relu(ad).to(DType::f32), rounded(relu(a), d)));
+    CHECK(equal(tanh(ad).to(DType::f32), rounded(tanh(a.to(d).to(DType::f32)), d)));
+    CHECK(equal(sum(ad).to(DType::f32), rounded(sum(a.to(d).to(DType::f32)), d)));
+    // strided and broadcast operands take the f32-twin path: same values
+    Tensor m = ad.reshape({10, 100});
+    CHECK(equal((m.t() * bd.narrow(0, 0, 10)).to(DType::f32),
+                rounded(a.reshape({10, 100}).t() * b.narrow(0, 0, 10), d)));
+  }
+  // relu of the specials: -0 -> +0, -inf -> 0, NaN stays NaN
+  float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> r = relu(from({-0.0f, -inf, inf, nan, -1.5f, 2.5f}).to(DType::bf16))
+                             .to(DType::f32).to_vector<float>();
+  CHECK(r[0] == 0.0f);
+  CHECK_FALSE(std::signbit(r[0]));
+  CHECK(r[1] == 0.0f);
+  CHECK(r[2] == inf);
+  CHECK(std::isnan(r[3]));
+  CHECK(r[4] == 0.0f);
+  CHECK(r[5] == 2.5f);
+}
+
+TEST_CASE("vector conversions to and from f16/bf16 match the scalar ones", "[autocast][bf16]") {
+  manual_seed(6);
+  float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> v = (randn({4099}) * 1000.0).to_vector<float>();
+  for (float s : {0.0f, -0.0f, inf, -inf, nan, 1e-40f, -3e-39f, 65504.0f, 65520.0f, 1e9f, 6e-8f, 3e-5f,
+                  1.00390625f, 1.01171875f, 3.4e38f})
+    v.push_back(s);
+  Tensor t = from(v);  // contiguous: the vector path; a strided view: the scalar one
+  Tensor strided = stack({t, t}, 1).select(1, 0);
+  REQUIRE_FALSE(strided.is_contiguous());
+  for (DType d : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(d));
+    std::vector<float> fast = t.to(d).to(DType::f32).to_vector<float>();
+    std::vector<float> slow = strided.to(d).to(DType::f32).to_vector<float>();
+    REQUIRE(fast.size() == slow.size());
+    for (size_t i = 0; i < fast.size(); ++i) {
+      INFO("value " << v[i]);
+      if (std::isnan(slow[i])) CHECK(std::isnan(fast[i]));
+      else CHECK(std::memcmp(&fast[i], &slow[i], 4) == 0);
+    }
+  }
+}
