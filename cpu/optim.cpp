@@ -24,7 +24,7 @@
 #ifdef __SSE2__
 #include <xmmintrin.h>
 #endif
-#ifdef __F16C__
+#if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -398,22 +398,54 @@ uint32_t unscale_f16(uint16_t* __restrict p, int64_t n, float inv) {
   return worst;
 }
 
-// bf16 (inf/NaN when |bits| >= 0x7f80); conversions inline (tensor/dtype.h), rounding to even.
+// bf16 (inf/NaN when |bits| >= 0x7f80): widened to f32 by a shift, multiplied, rounded to
+// nearest even as BFloat16(float) does (tensor/dtype.h), a NaN kept a NaN. AVX2 by hand: GCC
+// does not vectorise the scalar loop (the 16-bit loads and stores around 32-bit math); the
+// scalar loop is the tail and the reference.
 template <bool kScale>
 uint32_t unscale_bf16(uint16_t* __restrict p, int64_t n, float inv) {
   uint32_t worst = 0;
+  int64_t i = 0;
+#ifdef __AVX2__
+  if constexpr (kScale) {
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), nan_in = _mm256_set1_epi32(0x7f80),
+                  nan_out = _mm256_set1_epi32(0x7fc0);
+    const __m128i mask = _mm_set1_epi16(0x7fff);
+    __m128i vworst = _mm_setzero_si128();
+    for (; i + 8 <= n; i += 8) {
+      __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+      __m128i a = _mm_and_si128(h, mask);
+      vworst = _mm_max_epu16(vworst, a);
+      __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)), vinv);
+      __m256i u = _mm256_castps_si256(f);
+      __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one))), 16);
+      r = _mm256_blendv_epi8(r, nan_out, _mm256_cmpgt_epi32(_mm256_cvtepu16_epi32(a), nan_in));
+      __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);  // lanes 0 and 2: r0..r7
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p + i), _mm256_castsi256_si128(packed));
+    }
+    alignas(16) uint16_t lanes[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes), vworst);
+    for (uint16_t l : lanes) worst = l > worst ? l : worst;
+  }
+#endif
+  if constexpr (!kScale) {
 #pragma omp simd reduction(max : worst)
-  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      uint32_t a = p[j] & 0x7fffu;
+      worst = a > worst ? a : worst;
+    }
+    return worst;
+  }
+  for (; i < n; ++i) {
     uint32_t b = p[i];
     uint32_t a = b & 0x7fffu;
     worst = a > worst ? a : worst;
-    if constexpr (kScale) {
-      float f = std::bit_cast<float>(b << 16) * inv;
-      uint32_t u = std::bit_cast<uint32_t>(f);
-      u += 0x7fffu + ((u >> 16) & 1u);
-      // NaN stays NaN (the rounding add could carry a NaN's payload into the sign)
-      p[i] = a > 0x7f80u ? uint16_t(0x7fc0u) : uint16_t(u >> 16);
-    }
+    float f = std::bit_cast<float>(b << 16) * inv;
+    uint32_t u = std::bit_cast<uint32_t>(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    // NaN stays NaN (the rounding add could carry a NaN's payload into the sign)
+    p[i] = a > 0x7f80u ? uint16_t(0x7fc0u) : uint16_t(u >> 16);
   }
   return worst;
 }

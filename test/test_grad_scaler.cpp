@@ -227,6 +227,23 @@ TEST_CASE("amp_unscale computes f16 and bf16 in f32 and rounds back, f64 in f64"
     CHECK(gd[i] == before[2][i] * double(invf));
     CHECK(gf[i] == double(float(before[3][i]) * invf));
   }
+  // inf and NaN, in the vector body and in the tail: found, and kept inf and NaN
+  for (const Tensor& g : grads)
+    for (int64_t pos : {3, 998}) {
+      g.narrow(0, pos, 1).fill_(kNaN);
+      g.narrow(0, pos - 1, 1).fill_(-kInf);
+    }
+  found.zero_();
+  be.amp_unscale(grads, found, inv);
+  CHECK(found.item<float>() == 1.0f);
+  for (const Tensor& g : grads) {
+    INFO(dtype_name(g.dtype()));
+    std::vector<double> v = values(g);
+    for (int64_t pos : {3, 998}) {
+      CHECK(std::isnan(v[size_t(pos)]));
+      CHECK(v[size_t(pos - 1)] == -kInf);
+    }
+  }
 }
 
 TEST_CASE("amp_update_scale: backoff, growth at the interval, no growth to inf", "[grad_scaler]") {
