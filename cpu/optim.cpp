@@ -332,7 +332,8 @@ void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& pa
 // integer is at least the exponent mask exactly for inf and NaN, so a max-reduction of
 // (bits & ~sign) over the loop vectorises (vpmaxud) beside the multiply, with no compare
 // and branch per element. f16 and bf16 are converted to f32, multiplied and rounded back
-// (PyTorch's opmath), f64 multiplies in f64. Split across threads as optim_step is.
+// (PyTorch's opmath; F16C and AVX2 by hand), f64 multiplies in f64. Split across threads as
+// optim_step is; no subnormal flushing (the GPU keeps them too).
 // Floor: memory bandwidth, 8 bytes per f32 element (4 when inv_scale is 1).
 
 namespace {
