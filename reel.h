@@ -31,6 +31,7 @@
 #include "optim/scheduler.h"    // optim::StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR, LinearWarmup
 #include "optim/lr_schedulers.h" // optim::LambdaLR, ExponentialLR, LinearLR, SequentialLR, ReduceLROnPlateau
 #include "optim/averaged_model.h" // optim::AveragedModel: SWA or EMA averages of the weights
+#include "optim/grad_scaler.h"   // optim::GradScaler: loss scaling for mixed precision (scale, unscale, step, update)
 #include "autograd/function.h"  // autograd::Function: a user op with its own forward and backward
 #include "autograd/checkpoint.h" // autograd::checkpoint: recompute a block in backward, random numbers replayed
 #include "debug/debug.h"        // debug::print_tape/tape_dot, op hooks, REEL_BREAK_ON, step and anomaly modes, Profiler

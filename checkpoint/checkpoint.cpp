@@ -16,6 +16,8 @@ namespace reel::checkpoint {
 namespace {
 
 constexpr const char* kFormat = "training_state 1";
+constexpr const char* kScaler = "GradScaler";
+constexpr const char* kScalerDisabled = "GradScaler (disabled)";
 
 // uint64 words as the bits of an i64 tensor: safetensors has no unsigned 64-bit dtype
 Tensor words(std::vector<uint64_t> w) {
@@ -107,6 +109,10 @@ void save(const std::string& path, const TrainingState& state) {
     prefixed(ts, "scheduler", state.scheduler->state_dict());
     meta["scheduler"] = state.scheduler->name();
   }
+  if (state.scaler) {
+    prefixed(ts, "scaler", state.scaler->state_dict());
+    meta["scaler"] = state.scaler->is_enabled() ? kScaler : kScalerDisabled;
+  }
   if (state.loader) {
     data::DataLoaderState s = state.loader->state();
     ts.emplace_back("loader.position", from_vector<int64_t>({s.epoch, s.batch}));
@@ -129,11 +135,23 @@ void load(const std::string& path, TrainingState& state) {
                       kFormat));
 
   // ---- everything checked and decoded before anything changes
-  nn::NamedTensors model = r.part("model"), optimizer = r.part("optimizer"), scheduler = r.part("scheduler");
+  nn::NamedTensors model = r.part("model"), optimizer = r.part("optimizer"), scheduler = r.part("scheduler"),
+                   scaler = r.part("scaler");
   r.same_presence("model", state.model != nullptr, f.metadata.count("model") != 0);
   r.same_presence("optimizer", state.optimizer != nullptr, f.metadata.count("optimizer") != 0);
   r.same_presence("scheduler", state.scheduler != nullptr, f.metadata.count("scheduler") != 0);
   r.same_presence("loader", state.loader != nullptr, r.by_name.count("loader.position") != 0);
+  r.same_presence("GradScaler", state.scaler != nullptr, f.metadata.count("scaler") != 0);
+  if (state.scaler) {
+    std::string kind = r.meta(f, "scaler");
+    if (kind != kScaler && kind != kScalerDisabled)
+      r.bad(fmt::format("its metadata \"scaler\" is \"{}\", expected \"{}\" or \"{}\"", kind, kScaler, kScalerDisabled));
+    if (state.scaler->is_enabled() && kind == kScalerDisabled)
+      r.bad("it holds the state of a disabled GradScaler (no scale), but the GradScaler given is enabled");
+    if (!state.scaler->is_enabled() && kind == kScaler)
+      r.bad("it holds the state of an enabled GradScaler, but the GradScaler given is disabled");
+    state.scaler->check_state_dict(scaler, path);  // "GradScaler: load from <path>: ..." when it does not fit
+  }
   if (state.optimizer && r.meta(f, "optimizer") != state.optimizer->name())
     r.bad(fmt::format("it holds optimizer state of kind {}, but the optimizer given is {}", r.meta(f, "optimizer"),
                       state.optimizer->name()));
@@ -181,6 +199,7 @@ void load(const std::string& path, TrainingState& state) {
   if (state.model) state.model->load_state_dict(model, true, path);
   if (state.optimizer) state.optimizer->load_state_dict(optimizer, path);
   if (state.scheduler) state.scheduler->load_state_dict(scheduler, path);
+  if (state.scaler) state.scaler->load_state_dict(scaler, path);  // checked above: cannot fail
   if (state.loader) {
     state.loader->load_state(loader);
     if (loader_generator) state.loader->options().generator->set_state(*loader_generator);

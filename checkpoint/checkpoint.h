@@ -24,9 +24,12 @@
 // File layout (names inside the safetensors file): "model.<name>", "optimizer.<name>",
 // "scheduler.<name>" (each part's state_dict), "generator.default" and
 // "generator.<name>" (i64 [3]: seed, CPU offset, CUDA offset, as bits), "loader.position"
-// (i64 [2]: epoch, batch), "loader.shuffle" and "loader.generator" (i64 [3]), "step"
-// (i64 []); metadata "reel" = "training_state 1" and the kinds of model, optimizer and
-// scheduler (which parts the file holds).
+// (i64 [2]: epoch, batch), "loader.shuffle" and "loader.generator" (i64 [3]), "scaler.<name>"
+// (a GradScaler's state_dict: none for a disabled one), "step" (i64 []); metadata "reel" =
+// "training_state 1" and the kinds of model, optimizer and scheduler, and "scaler" =
+// "GradScaler" or "GradScaler (disabled)" (which parts the file holds).
+// With mixed precision, the GradScaler joins the run (its scale and growth tracker resume):
+//   checkpoint::TrainingState run{.model = &net, .optimizer = &opt, .scaler = &scaler};
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,6 +38,7 @@
 
 #include "../data/dataloader.h"
 #include "../nn/module.h"
+#include "../optim/grad_scaler.h"
 #include "../optim/optimizer.h"
 #include "../optim/scheduler.h"
 
@@ -45,6 +49,7 @@ namespace reel::checkpoint {
 struct TrainingState {
   nn::Module* model = nullptr;
   optim::Optimizer* optimizer = nullptr;
+  optim::GradScaler* scaler = nullptr;  // mixed precision's loss scale (optim/grad_scaler.h)
   optim::LRScheduler* scheduler = nullptr;
   data::DataLoader* loader = nullptr;
   // Generators besides the calling thread's default one (always saved) and the
@@ -58,7 +63,8 @@ void save(const std::string& path, const TrainingState& state);
 // Restores every part of `state` (and this thread's default generator, and state.step)
 // from `path`. The file must hold exactly the parts `state` has, with the same
 // optimizer and scheduler kinds and generator names; every such mismatch and every
-// generator, loader or step entry is checked before anything changes. The model,
+// generator, loader, scaler or step entry is checked before anything changes (a scaler
+// saved disabled restores into a disabled one only). The model,
 // optimizer and scheduler then load in that order, each validating before it copies:
 // a shape mismatch found in a later part throws with the earlier ones already loaded.
 void load(const std::string& path, TrainingState& state);

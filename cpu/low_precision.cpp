@@ -364,6 +364,14 @@ class LowPrecisionCpu final : public Backend {
                  s.out(state3, true));
     s.finish();
   }
+  // the scaler's own kernels read f16/bf16 gradients themselves (vectorised, in f32)
+  void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) override {
+    k.amp_unscale(grads, found_inf, inv_scale);
+  }
+  void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                        double growth_factor, double backoff_factor, int64_t growth_interval) override {
+    k.amp_update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval);
+  }
 
  private:
   template <typename... T>

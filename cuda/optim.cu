@@ -297,4 +297,177 @@ void CudaBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& p
   if (any64) step_all<double>(c, step, DType::f64, params, grads, state1, state2, state3);
 }
 
+// ---- GradScaler's unscale and scale update (optim/grad_scaler.h; the CPU's in cpu/optim.cpp)
+//
+// amp_unscale: g *= inv_scale in place over every gradient of the device, and found_inf = 1
+// when any element is inf or NaN, in one launch (more when the gradients outnumber a
+// table). The same chunked table as the optimizer step, with each tensor's dtype in the
+// table (f32, f64, f16 and bf16 in one launch: a chunk has one dtype, so a block never
+// diverges on it). inv_scale is read from device memory and found_inf written there (by
+// one thread per block that saw a non-finite value, after __syncthreads_or): the host
+// never waits. PyTorch's arithmetic: f16/bf16 computed in f32 and rounded back, f64 in
+// f64; values are left untouched when inv_scale is 1.
+// Launch shape: 256 threads, grid-stride over chunks of kChunk elements. Floor: memory
+// bandwidth, 8 bytes per f32 element.
+// amp_update_scale: one thread (<<<1, 1>>>), PyTorch's amp_update_scale_cuda_kernel.
+
+namespace {
+
+enum AmpDType : uint8_t { amp_f32, amp_f64, amp_f16, amp_bf16 };
+
+struct AmpTable {
+  int count;
+  void* g[kMaxTensors];
+  AmpDType dtype[kMaxTensors];
+  int64_t numel[kMaxTensors];
+  int64_t first_chunk[kMaxTensors + 1];  // prefix sums of chunks per tensor
+};
+
+// inf or NaN, by the bits (exponent all ones), as the CPU tests them
+__device__ __forceinline__ bool non_finite(float v) { return (__float_as_uint(v) & 0x7fffffffu) >= 0x7f800000u; }
+__device__ __forceinline__ bool non_finite(double v) {
+  return (static_cast<unsigned long long>(__double_as_longlong(v)) & 0x7fffffffffffffffull) >= 0x7ff0000000000000ull;
+}
+
+// Whether the element was inf or NaN; scales it in place (the CPU's expression).
+template <typename T>
+__device__ __forceinline__ bool unscale_one(T* p, int64_t i, float inv) {
+  if constexpr (std::is_same_v<T, double>) {
+    double v = p[i];
+    if (inv != 1.0f) p[i] = v * double(inv);
+    return non_finite(v);
+  } else if constexpr (std::is_same_v<T, float>) {
+    float v = p[i];
+    if (inv != 1.0f) p[i] = v * inv;
+    return non_finite(v);
+  } else {  // __half, __nv_bfloat16: in f32, rounded to nearest even
+    float v = half_to_float(p[i]);
+    if (inv != 1.0f) p[i] = float_to_half<T>(v * inv);
+    return non_finite(v);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ bool unscale_chunk(void* base, int64_t begin, int64_t end, float inv) {
+  T* p = static_cast<T*>(base);
+  bool bad = false;
+#pragma unroll 4
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) bad |= unscale_one<T>(p, i, inv);
+  return bad;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    amp_unscale_kernel(const AmpTable table, float* __restrict__ found_inf, const float* __restrict__ inv_scale) {
+  const float inv = *inv_scale;
+  const int64_t chunks = table.first_chunk[table.count];
+  bool bad = false;
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    int lo = 0, hi = table.count - 1;  // the last tensor whose first chunk is <= c
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (table.first_chunk[mid] <= c) lo = mid;
+      else hi = mid - 1;
+    }
+    const int t = lo;
+    const int64_t begin = (c - table.first_chunk[t]) * kChunk;
+    const int64_t end = begin + kChunk < table.numel[t] ? begin + kChunk : table.numel[t];
+    switch (table.dtype[t]) {
+      case amp_f32: bad |= unscale_chunk<float>(table.g[t], begin, end, inv); break;
+      case amp_f64: bad |= unscale_chunk<double>(table.g[t], begin, end, inv); break;
+      case amp_f16: bad |= unscale_chunk<__half>(table.g[t], begin, end, inv); break;
+      case amp_bf16: bad |= unscale_chunk<__nv_bfloat16>(table.g[t], begin, end, inv); break;
+    }
+  }
+  // every thread of the block reaches this (the loop bounds are uniform per block)
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1.0f;
+}
+
+void launch_unscale(Context& ctx, const AmpTable& table, float* found_inf, const float* inv_scale) {
+  int64_t chunks = table.first_chunk[table.count];
+  if (chunks == 0) return;
+  unsigned grid = unsigned(std::min<int64_t>(chunks, int64_t(ctx.sm_count) * 8));
+  amp_unscale_kernel<<<grid, kThreads, 0, ctx.stream>>>(table, found_inf, inv_scale);
+  check_launch("amp_unscale");
+}
+
+__global__ void amp_update_scale_kernel(float* scale, int32_t* growth_tracker, const float* found_inf,
+                                        double growth_factor, double backoff_factor, int64_t growth_interval) {
+  if (*found_inf != 0.0f) {
+    *scale = float(double(*scale) * backoff_factor);
+    *growth_tracker = 0;
+  } else {
+    int64_t successful = int64_t(*growth_tracker) + 1;
+    if (successful == growth_interval) {
+      float grown = float(double(*scale) * growth_factor);
+      if (!non_finite(grown)) *scale = grown;  // never grown past f32's range to inf
+      *growth_tracker = 0;
+    } else {
+      *growth_tracker = int32_t(successful);
+    }
+  }
+}
+
+}  // namespace
+
+void CudaBackend::amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) {
+  expect_here("amp_unscale", {&found_inf, &inv_scale});
+  for (const Tensor* t : {&found_inf, &inv_scale})
+    if (!t->defined() || t->numel() != 1 || t->dtype() != DType::f32)
+      throw Error(std::string("amp_unscale: ") + (t == &found_inf ? "found_inf" : "inv_scale") +
+                  " must be a one-element f32 tensor");
+  std::vector<AmpDType> dtypes(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined()) throw Error("amp_unscale: gradient " + std::to_string(i) + " is undefined");
+    expect_here("amp_unscale", {&g});
+    AmpDType dt;
+    switch (g.dtype()) {
+      case DType::f32: dt = amp_f32; break;
+      case DType::f64: dt = amp_f64; break;
+      case DType::f16: dt = amp_f16; break;
+      case DType::bf16: dt = amp_bf16; break;
+      default:
+        throw Error("amp_unscale: gradient " + std::to_string(i) + " is " + dtype_name(g.dtype()) +
+                    ", expected f32, f64, f16 or bf16");
+    }
+    if (!g.is_contiguous()) throw Error("amp_unscale: gradient " + std::to_string(i) + " is not contiguous");
+    dtypes[i] = dt;
+  }
+  auto table = std::make_unique<AmpTable>();
+  table->count = 0;
+  table->first_chunk[0] = 0;
+  Context& c = ctx();
+  float* fi = static_cast<float*>(found_inf.data_ptr());
+  const float* inv = static_cast<const float*>(inv_scale.data_ptr());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (g.numel() == 0) continue;
+    int k = table->count;
+    table->g[k] = g.data_ptr();
+    table->dtype[k] = dtypes[i];
+    table->numel[k] = g.numel();
+    table->first_chunk[k + 1] = table->first_chunk[k] + (g.numel() + kChunk - 1) / kChunk;
+    if (++table->count == kMaxTensors) {
+      launch_unscale(c, *table, fi, inv);
+      table->count = 0;
+    }
+  }
+  if (table->count) launch_unscale(c, *table, fi, inv);
+}
+
+void CudaBackend::amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                                   double growth_factor, double backoff_factor, int64_t growth_interval) {
+  expect_here("amp_update_scale", {&scale, &growth_tracker, &found_inf});
+  if (!scale.defined() || scale.numel() != 1 || scale.dtype() != DType::f32 || !growth_tracker.defined() ||
+      growth_tracker.numel() != 1 || growth_tracker.dtype() != DType::i32 || !found_inf.defined() ||
+      found_inf.numel() != 1 || found_inf.dtype() != DType::f32)
+    throw Error("amp_update_scale: expected one-element tensors: scale f32, growth_tracker i32, found_inf f32");
+  Context& c = ctx();
+  amp_update_scale_kernel<<<1, 1, 0, c.stream>>>(static_cast<float*>(scale.data_ptr()),
+                                                 static_cast<int32_t*>(growth_tracker.data_ptr()),
+                                                 static_cast<const float*>(found_inf.data_ptr()), growth_factor,
+                                                 backoff_factor, growth_interval);
+  check_launch("amp_update_scale");
+}
+
 }  // namespace reel::cuda

@@ -266,6 +266,22 @@ class Backend {
   virtual void optim_step(const OptimStep& step, const std::vector<Tensor>& params,
                           const std::vector<Tensor>& grads, const std::vector<Tensor>& state1,
                           const std::vector<Tensor>& state2, const std::vector<Tensor>& state3) = 0;
+
+  // ---- mixed precision (optim::GradScaler, PyTorch's _amp_foreach_non_finite_check_and_unscale_
+  // and _amp_update_scale_). One fused pass over every gradient of this device: for each i,
+  // grads[i] *= inv_scale in place (left as it is when inv_scale == 1), computed in f32 (f64
+  // for f64 gradients) and rounded back; found_inf = 1 when any element of any grads[i] is
+  // inf, -inf or NaN, else left as it was (never cleared: the caller zeroes it, so several
+  // calls accumulate). grads: contiguous f32, f64, f16 or bf16 (any mix); found_inf and
+  // inv_scale: [] f32. Read and written on the device: the host never waits.
+  virtual void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) = 0;
+  // The scale's update after a step, in place on scale ([] f32) and growth_tracker ([] i32):
+  //   found_inf != 0: scale *= backoff, tracker = 0
+  //   else: tracker + 1 == interval ? (scale *= growth unless that overflows f32, tracker = 0)
+  //                                 : tracker += 1
+  // (products in f64, rounded to f32). No host sync.
+  virtual void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                                double growth_factor, double backoff_factor, int64_t growth_interval) = 0;
 };
 
 // The backend of a device; throws Error when none is registered (CUDA absent).

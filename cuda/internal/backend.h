@@ -15,7 +15,7 @@
 //   softmax.cu       softmax, log-softmax, fused softmax cross-entropy
 //   index.cu         index_select, index_add, gather, scatter_add, scatter
 //   sort.cu          sort (CUB segmented radix sort), cumulative (running sums and products)
-//   optim.cu         the fused multi-tensor optimizer step
+//   optim.cu         the fused multi-tensor optimizer step; GradScaler's unscale and scale update
 //   attention.cu     scaled dot-product attention, online softmax (forward and backward)
 #pragma once
 #include <initializer_list>
@@ -96,6 +96,9 @@ class CudaBackend final : public Backend {
   void optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
                   const std::vector<Tensor>& state3) override;
+  void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) override;
+  void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                        double growth_factor, double backoff_factor, int64_t growth_interval) override;
 
   // dst = src on this device, any strides, converting dtype (copy.cu).
   void copy_same_device(const Tensor& dst, const Tensor& src);
