@@ -210,13 +210,7 @@ Tensor new_tensor(const Dims& shape, DType dtype, Device device) {
 }
 
 Tensor make_view(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset) {
-  auto impl = make_ref<TensorImpl>();
-  impl->shape = shape;
-  impl->strides = strides;
-  impl->offset = offset;
-  impl->dtype = base.dtype();
-  impl->storage = base.storage();
-  return Tensor(std::move(impl));
+  return storage_view(base, shape, strides, offset);
 }
 
 Tensor expand_view(const Tensor& base, const Dims& shape) {

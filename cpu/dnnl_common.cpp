@@ -70,13 +70,7 @@ dnnl::memory::data_type dnnl_type(DType t) {
 }
 
 Tensor view_of(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset) {
-  auto impl = make_ref<TensorImpl>();
-  impl->shape = shape;
-  impl->strides = strides;
-  impl->offset = offset;
-  impl->dtype = base.dtype();
-  impl->storage = base.storage();
-  return Tensor(std::move(impl));
+  return storage_view(base, shape, strides, offset);
 }
 
 void PlanKey::add(int64_t x) {

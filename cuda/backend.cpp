@@ -45,13 +45,7 @@ Tensor scratch(Context& ctx, const Dims& shape, DType dtype) {
 }
 
 Tensor view_of(const Tensor& t, const Dims& shape, const Dims& strides, int64_t offset) {
-  auto impl = make_ref<TensorImpl>();
-  impl->shape = shape;
-  impl->strides = strides;
-  impl->offset = offset;
-  impl->dtype = t.dtype();
-  impl->storage = t.storage();
-  return Tensor(std::move(impl));
+  return storage_view(t, shape, strides, offset);
 }
 
 Tensor contiguous_copy(const Tensor& t) {
@@ -171,7 +165,8 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
 }
 
 // ---- registration
-CudaBackend& backend_of(const Tensor& t) { return static_cast<CudaBackend&>(backend_for(t.device())); }
+// the registered backend is the low-precision layer around the device's CudaBackend
+CudaBackend& backend_of(const Tensor& t) { return inner_backend(backend_for(t.device())); }
 
 namespace {
 Backend* get_cuda(int index) {
@@ -181,7 +176,7 @@ Backend* get_cuda(int index) {
     std::lock_guard<std::mutex> lock(ctx.mu);
     be = ctx.backend.load(std::memory_order_acquire);
     if (!be) {
-      be = new CudaBackend(index);  // lives as long as the process, like the context
+      be = make_backend(index);  // lives as long as the process, like the context
       ctx.backend.store(be, std::memory_order_release);
     }
   }

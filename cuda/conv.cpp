@@ -1,6 +1,8 @@
 // 2-D convolution, NCHW, through cuDNN: forward (with bias and relu fused by
 // cudnnConvolutionBiasActivationForward), backward data and backward filter; the bias
-// gradient is a segmented reduction (reduce.cu). f32 and f64, as on the CPU.
+// gradient is a segmented reduction (reduce.cu). f32 and f64 as on the CPU; f16 and bf16
+// (autocast) on tensor cores with f32 accumulation, data, filter and output of one dtype
+// (cuDNN's legacy API has no mixed configurations: cuda/low_precision.cpp converts).
 //
 // Algorithms are chosen by measurement (cudnnFind*AlgorithmEx, which runs every
 // candidate once on the real buffers and so waits for the GPU: counted as a host
@@ -92,7 +94,14 @@ Shapes shapes_of(const Tensor& x, const Tensor& w, const Tensor& y) {
           to_int(y.shape()[3], "output width")};
 }
 
-cudnnDataType_t dnn_type(DType t) { return t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+cudnnDataType_t dnn_type(DType t) {
+  switch (t) {
+    case DType::f64: return CUDNN_DATA_DOUBLE;
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
 
 cudnnHandle_t handle(Context& ctx, ConvCache*& cache) {
   std::lock_guard<std::mutex> lock(ctx.mu);
@@ -138,11 +147,14 @@ Plan& plan_for(ConvCache& cache, DType dt, const Shapes& s, const ConvParams& p)
             op, "filter descriptor");
   check_dnn(cudnnSetConvolution2dDescriptor(pl.conv, int(p.padding[0]), int(p.padding[1]), int(p.stride[0]),
                                             int(p.stride[1]), int(p.dilation[0]), int(p.dilation[1]),
-                                            CUDNN_CROSS_CORRELATION, type),
+                                            CUDNN_CROSS_CORRELATION, is_low_precision(dt) ? CUDNN_DATA_FLOAT : type),
             op, "convolution descriptor");
   check_dnn(cudnnSetConvolutionGroupCount(pl.conv, int(p.groups)), op, "cudnnSetConvolutionGroupCount");
-  // FMA math forbids TF32: float32 results then round as the CPU's do.
-  pl.math = dt == DType::f32 && !tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  // FMA math forbids TF32: float32 results then round as the CPU's do. The halves are
+  // there for the tensor cores.
+  pl.math = dt == DType::f32 && !tf32 ? CUDNN_FMA_MATH
+            : is_low_precision(dt)    ? CUDNN_TENSOR_OP_MATH
+                                      : CUDNN_DEFAULT_MATH;
   check_dnn(cudnnSetConvolutionMathType(pl.conv, pl.math), op, "cudnnSetConvolutionMathType");
   check_dnn(cudnnCreateActivationDescriptor(&pl.relu), op, "cudnnCreateActivationDescriptor");
   check_dnn(cudnnSetActivationDescriptor(pl.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), op,
@@ -287,21 +299,25 @@ Tensor as_cols(const Tensor& t) {
   return view_of(t, {1, k, r}, {r * k, 1, k}, t.offset());
 }
 
-void bias_grad(CudaBackend& be, const Tensor& gb, const Tensor& gy) {
+// through the registered backend, whose low-precision layer reduces bf16 gy into an f32 gb
+void bias_grad(const Tensor& gb, const Tensor& gy) {
   Tensor g4 = view_of(gb, {1, gb.numel(), 1, 1}, {gb.numel(), gb.strides()[0], 1, 1}, gb.offset());
-  be.reduce(ReduceOp::sum, g4, gy, {0, 2, 3});
+  backend_for(gy.device()).reduce(ReduceOp::sum, g4, gy, {0, 2, 3});
 }
 
-void expect_float(const char* op, const Tensor& t) {
-  if (t.dtype() != DType::f32 && t.dtype() != DType::f64)
-    throw Error(fmt::format("{}: expected f32 or f64 tensors on CUDA, got {}", op, dtype_name(t.dtype())));
+// out/gx/gw and the two operands: one floating dtype
+void expect_float(const char* op, const Tensor& t, const Tensor& a, const Tensor& b) {
+  bool ok = t.dtype() == DType::f32 || t.dtype() == DType::f64 || is_low_precision(t.dtype());
+  if (!ok || a.dtype() != t.dtype() || b.dtype() != t.dtype())
+    throw Error(fmt::format("{}: expected f32, f64, f16 or bf16 tensors of one dtype on CUDA, got {}, {} and {}", op,
+                            dtype_name(t.dtype()), dtype_name(a.dtype()), dtype_name(b.dtype())));
 }
 }  // namespace
 
 void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tensor& w_, const Tensor& bias_,
                                  const ConvParams& p, bool relu) {
   expect_here("conv2d", {&out, &x_, &w_, &bias_});
-  expect_float("conv2d", out);
+  expect_float("conv2d", out, x_, w_);
   if (out.numel() == 0) return;
   Tensor x = contiguous_copy(x_), w = contiguous_copy(w_), bias = bias_.defined() ? contiguous_copy(bias_) : bias_;
   if (is_dense(x, w, p)) {  // out [N, O] = x [N, CHW] @ w [O, CHW]^T (+ bias) (relu)
@@ -322,7 +338,9 @@ void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tens
   bool f64 = out.dtype() == DType::f64;
   const void* one = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* zero = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  if (bias.defined() && pl.fused_ok[relu] && decide::fused_conv_allowed(relu, pl.fwd)) {
+  // the halves' bias (often f32 beside a bf16 output) is added after, by kernels
+  bool fusable = bias.defined() && bias.dtype() == out.dtype() && !is_low_precision(out.dtype());
+  if (fusable && pl.fused_ok[relu] && decide::fused_conv_allowed(relu, pl.fwd)) {
     // y = act(conv(x) + bias); alpha2 = 0, so z (given as y) is not read
     cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
         h, one, pl.x, x.data_ptr(), pl.w, w.data_ptr(), pl.conv, pl.fwd, ws.get(), ws.size(), zero, pl.y,
@@ -342,14 +360,15 @@ void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tens
             "conv2d", "cudnnConvolutionForward");
   sync_if_debugging("conv2d");
   lock.unlock();
+  Backend& be = backend_for(out.device());  // the low-precision layer for f16/bf16
   if (bias.defined())
-    binary(BinaryOp::add, out, out, view_of(bias, out.shape(), {0, bias.strides()[0], 0, 0}, bias.offset()));
-  if (relu) unary(UnaryOp::relu, out, out, 0, 0);
+    be.binary(BinaryOp::add, out, out, view_of(bias, out.shape(), {0, bias.strides()[0], 0, 0}, bias.offset()));
+  if (relu) be.unary(UnaryOp::relu, out, out, 0, 0);
 }
 
 void CudaBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy_, const Tensor& w_, const ConvParams& p) {
   expect_here("conv2d_backward", {&gx, &gy_, &w_});
-  expect_float("conv2d_backward", gx);
+  expect_float("conv2d_backward", gx, gy_, w_);
   if (gx.numel() == 0) return;
   Tensor gy = contiguous_copy(gy_), w = contiguous_copy(w_);
   if (gy.numel() == 0 || w.numel() == 0) {
@@ -383,9 +402,9 @@ void CudaBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy_, cons
 void CudaBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy_, const Tensor& x_,
                                          const ConvParams& p) {
   expect_here("conv2d_backward", {&gw, &gb, &gy_, &x_});
-  expect_float("conv2d_backward", gw);
+  expect_float("conv2d_backward", gw, gy_, x_);
   Tensor gy = contiguous_copy(gy_), x = contiguous_copy(x_);
-  if (gb.defined() && gb.numel()) bias_grad(*this, gb, gy);
+  if (gb.defined() && gb.numel()) bias_grad(gb, gy);
   if (gw.numel() == 0) return;
   if (gy.numel() == 0 || x.numel() == 0) {
     fill(gw, 0.0);

@@ -1,5 +1,6 @@
 // Batched matrix products through cuBLASLt: out[b] = a[b] @ w[b] (+ bias) (then relu),
-// a [B,M,K], w [B,K,N], out [B,M,N] contiguous, bias [N]. f32 and f64, as on the CPU.
+// a [B,M,K], w [B,K,N], out [B,M,N] contiguous, bias [N]. f32 and f64 as on the CPU; f16 and
+// bf16 operands (autocast) on tensor cores with f32 accumulation, writing their own dtype or f32.
 //
 // cuBLASLt is column-major: a row-major out [M,N] is the column-major matrix out^T, so
 // we ask for out^T = w^T a^T. A row-major operand is then read untransposed and a
@@ -12,7 +13,7 @@
 // TF32 only when cuda::set_allow_tf32(true): by default float32 matmuls round like the CPU's.
 // The heuristic's choice is cached per shape, layout, alignment and epilogue, with its
 // descriptors, so a training step makes one cuBLASLt call per product.
-// Floor: compute (tensor cores with TF32, the FP32 pipes without).
+// Floor: compute (tensor cores with TF32 or f16/bf16, the FP32 pipes for plain f32).
 #include <cublasLt.h>
 #include <fmt/format.h>
 
@@ -129,26 +130,38 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
   return l;
 }
 
-Plan make_plan(cublasLtHandle_t lt, Context& ctx, DType dt, bool tf32, const Operand& A, const Operand& B, int64_t m,
-               int64_t n, int64_t k, int64_t batch, int64_t d_stride, cublasLtEpilogue_t epi, uint32_t align_a,
-               uint32_t align_b, uint32_t align_d) {
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::f64: return CUDA_R_64F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+// dt: the operands' dtype; out_dt: the output's (dt, or f32 from f16/bf16 operands)
+Plan make_plan(cublasLtHandle_t lt, Context& ctx, DType dt, DType out_dt, bool tf32, const Operand& A,
+               const Operand& B, int64_t m, int64_t n, int64_t k, int64_t batch, int64_t d_stride,
+               cublasLtEpilogue_t epi, uint32_t align_a, uint32_t align_b, uint32_t align_d) {
   Plan p;
-  cudaDataType_t type = dt == DType::f64 ? CUDA_R_64F : CUDA_R_32F;
+  cudaDataType_t type = lt_type(dt), out_type = lt_type(out_dt);
+  cudaDataType_t scale_type = dt == DType::f64 ? CUDA_R_64F : CUDA_R_32F;  // f32 accumulation for the halves
   cublasComputeType_t compute = dt == DType::f64 ? CUBLAS_COMPUTE_64F
                                 : tf32           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                  : CUBLAS_COMPUTE_32F;
-  check_lt(cublasLtMatmulDescCreate(&p.desc, compute, type), "cublasLtMatmulDescCreate");
+  check_lt(cublasLtMatmulDescCreate(&p.desc, compute, scale_type), "cublasLtMatmulDescCreate");
   cublasOperation_t ta = A.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, tb = B.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "set TRANSA");
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "set TRANSB");
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
   if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
-    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)),
+    // the bias is fused only in the output's dtype (matmul below)
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out_type, sizeof(out_type)),
              "set BIAS_DATA_TYPE");
   }
   p.la = layout(type, A.rows, A.cols, A.ld, batch, A.batch_stride);
   p.lb = layout(type, B.rows, B.cols, B.ld, batch, B.batch_stride);
-  p.ld = layout(type, m, n, m, batch, d_stride);
+  p.ld = layout(out_type, m, n, m, batch, d_stride);
   (void)k;
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -181,16 +194,27 @@ Plan make_plan(cublasLtHandle_t lt, Context& ctx, DType dt, bool tf32, const Ope
 
 void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
   expect_here("matmul", {&out, &a, &b, &bias});
-  if (out.dtype() != DType::f32 && out.dtype() != DType::f64)
-    throw Error(fmt::format("matmul: expected f32 or f64 operands on CUDA, got {}", dtype_name(out.dtype())));
+  const DType dt = a.dtype();
+  bool half = dt == DType::f16 || dt == DType::bf16;
+  bool types_ok = (dt == DType::f32 || dt == DType::f64 || half) && b.dtype() == dt &&
+                  (out.dtype() == dt || (half && out.dtype() == DType::f32));
+  if (!types_ok)
+    throw Error(fmt::format("matmul: expected f32 or f64 operands and output on CUDA, or f16/bf16 operands with an "
+                            "output of their dtype or f32; got {} @ {} -> {}",
+                            dtype_name(a.dtype()), dtype_name(b.dtype()), dtype_name(out.dtype())));
   if (out.numel() == 0) return;
   const int64_t batch = out.shape()[0], M = out.shape()[1], N = out.shape()[2], K = a.shape()[2];
   Tensor row_bias = bias.defined() ? contiguous_copy(bias) : bias;
-  // cuBLASLt reads the bias with 16-byte loads: a view at an odd offset goes unfused.
-  bool fusable_bias = !row_bias.defined() || decide::bias_epilogue_aligned(row_bias.data_ptr());
+  // cuBLASLt reads the bias with 16-byte loads: a view at an odd offset goes unfused; so
+  // does a bias of another dtype than the output (an f32 bias beside bf16 autocast output).
+  bool fusable_bias = !row_bias.defined() ||
+                      (row_bias.dtype() == out.dtype() && decide::bias_epilogue_aligned(row_bias.data_ptr()));
   auto epilogue_after = [&] {  // out = relu(out + bias) as elementwise kernels
-    if (row_bias.defined()) binary(BinaryOp::add, out, out, view_of(row_bias, out.shape(), {0, 0, 1}, row_bias.offset()));
-    if (relu) unary(UnaryOp::relu, out, out, 0, 0);
+    // through the registered backend, whose low-precision layer takes f16/bf16 outputs
+    Backend& be = backend_for(out.device());
+    if (row_bias.defined())
+      be.binary(BinaryOp::add, out, out, view_of(row_bias, out.shape(), {0, 0, 1}, row_bias.offset()));
+    if (relu) be.unary(UnaryOp::relu, out, out, 0, 0);
   };
   if (K == 0) {  // an empty sum: out = bias (then relu)
     fill(out, 0.0);
@@ -201,14 +225,14 @@ void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, co
   Operand A = prepare(b), B = prepare(a);  // out^T = b^T a^T
   MatmulCache* cache = nullptr;
   cublasLtHandle_t lt = handle(c, cache);
-  bool tf32 = out.dtype() == DType::f32 && allow_tf32();
+  bool tf32 = dt == DType::f32 && allow_tf32();
   cublasLtEpilogue_t epi = !fusable_bias       ? CUBLASLT_EPILOGUE_DEFAULT
                            : row_bias.defined() ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                            : relu               ? CUBLASLT_EPILOGUE_RELU
                                                 : CUBLASLT_EPILOGUE_DEFAULT;
   uint32_t al_a = alignment(A.t.data_ptr()), al_b = alignment(B.t.data_ptr()), al_d = alignment(out.data_ptr());
   int64_t d_stride = batch == 1 ? 0 : M * N;
-  Key key{int(out.dtype()), tf32, A.transposed, B.transposed, N, M, K, A.ld, B.ld, batch, A.batch_stride,
+  Key key{int(dt) * 16 + int(out.dtype()), tf32, A.transposed, B.transposed, N, M, K, A.ld, B.ld, batch, A.batch_stride,
           B.batch_stride, d_stride, 0, int(epi), al_a, al_b, al_d};
 
   double one64 = 1.0, zero64 = 0.0;
@@ -224,7 +248,7 @@ void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, co
     std::get<14>(key) = int(e);
     auto it = cache->plans.find(key);
     if (it == cache->plans.end())
-      it = cache->plans.emplace(key, make_plan(lt, c, out.dtype(), tf32, A, B, N, M, K, batch, d_stride, e, al_a,
+      it = cache->plans.emplace(key, make_plan(lt, c, dt, out.dtype(), tf32, A, B, N, M, K, batch, d_stride, e, al_a,
                                                al_b, al_d)).first;
     return it->second;
   };

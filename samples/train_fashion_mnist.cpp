@@ -35,7 +35,7 @@ const char* kUsage =
     "usage: train_fashion_mnist [--model mlp|cnn] [--epochs N] [--data DIR] [--out DIR] [--logdir DIR|none]\n"
     "                           [--batch-size N] [--lr X] [--seed N] [--workers N] [--device cpu|cuda]\n"
     "                           [--amp none|bf16|f16] [--distributed]   (under mpirun: --batch-size is per rank)\n"
-    "  --amp: the forward under autocast in that dtype (parameters and optimizer stay f32)\n"
+    "  --amp: the forward under autocast in that dtype (parameters and optimizer stay f32; f16 with a GradScaler)\n"
     "  --logdir: the TensorBoard log folder (default runs/train_fashion_mnist; none: no log)\n";
 
 struct EpochLog {
@@ -149,6 +149,9 @@ int run(int argc, char** argv) {
     tb->add_image("test_images/first", clamp(test.images[0] * fashion::kStd + fashion::kMean, 0, 1), 0);
   }
 
+  // loss scaling for f16 only: bf16 has f32's range (a disabled scaler passes through)
+  optim::GradScaler scaler({.enabled = amp.enabled && amp.dtype == DType::f16});
+
   std::vector<EpochLog> log;
   int64_t global_step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -166,8 +169,9 @@ int run(int argc, char** argv) {
         loss = cross_entropy(logits, batch.target);
       }
       opt.zero_grad();
-      loss.backward();
-      opt.step();
+      scaler.scale(loss).backward();  // f16: the loss scaled so small gradients stay above f16's range
+      scaler.step(opt);               // skipped when a gradient overflowed
+      scaler.update();
       {
         NoGradGuard no_grad;
         Tensor l = loss.detach() * double(batch.data.size(0));

@@ -248,6 +248,16 @@ Tensor tensor(std::initializer_list<std::vector<double>> rows, Options opt, Site
   return finish(std::move(t), opt, site);
 }
 
+Tensor storage_view(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset) {
+  auto impl = make_ref<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->storage = base.storage();
+  return Tensor(std::move(impl));
+}
+
 Tensor from_blob(void* data, const Dims& shape, DType dtype, Site site) {
   check_shape("from_blob", shape, dtype_size(dtype), site);
   auto impl = make_ref<TensorImpl>();

@@ -199,6 +199,9 @@ struct Options {
 };
 
 Tensor empty(const Dims& shape, Options opt = {}, Site site = {});
+// A tensor over base's storage with these shape, strides and offset, unchecked and off
+// the tape: what the backends' and the autograd ops' internal views are made of.
+Tensor storage_view(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset);
 Tensor zeros(const Dims& shape, Options opt = {}, Site site = {});
 Tensor ones(const Dims& shape, Options opt = {}, Site site = {});
 Tensor full(const Dims& shape, double value, Options opt = {}, Site site = {});

@@ -113,6 +113,10 @@ class CudaBackend final : public Backend {
 
 // The backend of a CUDA tensor's device.
 CudaBackend& backend_of(const Tensor& t);
+// low_precision.cpp: the registered backend of a device (CudaBackend behind the f16/bf16
+// layer), and the CudaBackend inside it
+Backend* make_backend(int device);
+CudaBackend& inner_backend(Backend& be);
 
 // ---- small tensor helpers for the backend's own scratch tensors and views
 // A new contiguous tensor on ctx's device.
