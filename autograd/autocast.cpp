@@ -61,7 +61,10 @@ Tensor autocast_lower(const Tensor& t) {
   bool cacheable = t.is_leaf() && t.requires_grad();
   if (cacheable) {
     auto it = tls_autocast.cache.find(t.impl());
-    if (it != tls_autocast.cache.end() && it->second.version == t.storage()->version()) return it->second.copy;
+    // an inner guard of the other dtype converts again (and keeps its copy instead)
+    if (it != tls_autocast.cache.end() && it->second.version == t.storage()->version() &&
+        it->second.copy.dtype() == to)
+      return it->second.copy;
   }
   Tensor copy = cast(t, to);
   if (cacheable) tls_autocast.cache[t.impl()] = {t, t.storage()->version(), copy};

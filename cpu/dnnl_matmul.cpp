@@ -80,6 +80,16 @@ void matmul_dnnl(const MatmulArgs& m) {
       B = 1;
     }
   }
+  // A column-major a (a transposed view: the weight gradient g^T x) that is reused over
+  // many more columns than it has rows is copied to row-major first: oneDNN's brgemm
+  // kernels stream it better (W8's [1024, 128] x [128, 25000]: 42.9 -> 37.8 ms in f32,
+  // 22.8 -> 19.1 ms in bf16, the copy included); a tall one (N < 4 M) is left as it is.
+  if (B == 1 && a.s[2] != 1 && a.s[1] == 1 && N >= 4 * M) {
+    a.t = dense_copy(a.t);
+    a.s[0] = M * a.d[2];
+    a.s[1] = a.d[2];
+    a.s[2] = 1;
+  }
   Tensor bias = m.bias.defined() && !m.bias.is_contiguous() ? dense_copy(m.bias) : m.bias;
   Tensor row = m.row_bias.defined() && !m.row_bias.is_contiguous() ? dense_copy(m.row_bias) : m.row_bias;
 

@@ -338,26 +338,16 @@ void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& pa
 
 namespace {
 
-template <bool kScale>
-uint32_t unscale_f32(float* __restrict p, int64_t n, float inv) {
-  uint32_t worst = 0;
+// f32 and f64: the largest |bits| (inf/NaN compare above the exponent mask), scaling as
+// it goes. U is the unsigned integer of T's width.
+template <bool kScale, typename T, typename U>
+U unscale_float(T* __restrict p, int64_t n, T inv) {
+  constexpr U kAbs = ~U(0) >> 1;
+  U worst = 0;
 #pragma omp simd reduction(max : worst)
   for (int64_t i = 0; i < n; ++i) {
-    float v = p[i];
-    uint32_t b = std::bit_cast<uint32_t>(v) & 0x7fffffffu;
-    worst = b > worst ? b : worst;
-    if constexpr (kScale) p[i] = v * inv;
-  }
-  return worst;
-}
-
-template <bool kScale>
-uint64_t unscale_f64(double* __restrict p, int64_t n, double inv) {
-  uint64_t worst = 0;
-#pragma omp simd reduction(max : worst)
-  for (int64_t i = 0; i < n; ++i) {
-    double v = p[i];
-    uint64_t b = std::bit_cast<uint64_t>(v) & 0x7fffffffffffffffull;
+    T v = p[i];
+    U b = std::bit_cast<U>(v) & kAbs;
     worst = b > worst ? b : worst;
     if constexpr (kScale) p[i] = v * inv;
   }
@@ -458,12 +448,15 @@ bool unscale_range(const Tensor& g, int64_t lo, int64_t hi, float inv) {
   switch (g.dtype()) {
     case DType::f32: {
       float* p = static_cast<float*>(g.data_ptr()) + lo;
-      return (scale ? unscale_f32<true>(p, n, inv) : unscale_f32<false>(p, n, inv)) >= 0x7f800000u;
+      uint32_t worst = scale ? unscale_float<true, float, uint32_t>(p, n, inv)
+                             : unscale_float<false, float, uint32_t>(p, n, inv);
+      return worst >= 0x7f800000u;
     }
     case DType::f64: {
       double* p = static_cast<double*>(g.data_ptr()) + lo;
-      return (scale ? unscale_f64<true>(p, n, double(inv)) : unscale_f64<false>(p, n, double(inv))) >=
-             0x7ff0000000000000ull;
+      uint64_t worst = scale ? unscale_float<true, double, uint64_t>(p, n, double(inv))
+                             : unscale_float<false, double, uint64_t>(p, n, double(inv));
+      return worst >= 0x7ff0000000000000ull;
     }
     case DType::f16: {
       uint16_t* p = static_cast<uint16_t*>(g.data_ptr()) + lo;

@@ -138,6 +138,18 @@ __device__ __forceinline__ void update(const Hyper<T>& h, T* __restrict__ p, con
   }
 }
 
+// The tensor that chunk c of a launch table belongs to: the last one whose first chunk
+// is <= c (a binary search over the prefix sums).
+__device__ __forceinline__ int tensor_of_chunk(const int64_t* first_chunk, int count, int64_t c) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (first_chunk[mid] <= c) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 // hdev: null in eager steps; in a step captured into a CUDA graph the hyper-parameters
 // the graph rewrites before each replay (step count, lr), read from device memory.
 template <OptimStep::Kind K, typename T>
@@ -146,13 +158,7 @@ __global__ void __launch_bounds__(kThreads)
   const Hyper<T> h = hdev ? *hdev : h_arg;
   int64_t chunks = table.first_chunk[table.count];
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
-    int lo = 0, hi = table.count - 1;  // the last tensor whose first chunk is <= c
-    while (lo < hi) {
-      int mid = (lo + hi + 1) / 2;
-      if (table.first_chunk[mid] <= c) lo = mid;
-      else hi = mid - 1;
-    }
-    int t = lo;
+    int t = tensor_of_chunk(table.first_chunk, table.count, c);
     int64_t begin = (c - table.first_chunk[t]) * kChunk;
     int64_t end = begin + kChunk < table.numel[t] ? begin + kChunk : table.numel[t];
     T* p = table.p[t];
@@ -362,13 +368,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t chunks = table.first_chunk[table.count];
   bool bad = false;
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
-    int lo = 0, hi = table.count - 1;  // the last tensor whose first chunk is <= c
-    while (lo < hi) {
-      int mid = (lo + hi + 1) / 2;
-      if (table.first_chunk[mid] <= c) lo = mid;
-      else hi = mid - 1;
-    }
-    const int t = lo;
+    const int t = tensor_of_chunk(table.first_chunk, table.count, c);
     const int64_t begin = (c - table.first_chunk[t]) * kChunk;
     const int64_t end = begin + kChunk < table.numel[t] ? begin + kChunk : table.numel[t];
     switch (table.dtype[t]) {

@@ -7,24 +7,14 @@
 #include <limits>
 
 #include "gradcheck.h"
+#include "low_precision_check.h"
 
 using namespace reel;
 
 namespace {
 
-// max |a - b| / max |b|: the error of a low-precision result against its f32 reference
-double rel_error(const Tensor& a, const Tensor& b) {
-  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  REQUIRE(x.size() == y.size());
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err = std::max(err, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return err / scale;
-}
-
-Tensor rounded(const Tensor& t, DType d) { return t.to(d).to(DType::f32); }
+using test::rel_error;
+using test::rounded;
 
 // the same values, NaN where NaN
 bool equal(const Tensor& a, const Tensor& b) {
@@ -191,6 +181,17 @@ TEST_CASE("autocast converts a parameter once per scope and sees in-place update
     w.mul_(2.0);
   }
   CHECK(linear(x, w).item<float>() == 6.0f);  // not the cached copy of the old values
+}
+
+TEST_CASE("an inner guard of the other dtype does not reuse the outer scope's copy", "[autocast]") {
+  Tensor x = ones({1, 2}), w = tensor({{1.0f, 2.0f}}).requires_grad_();
+  AutocastGuard outer({.dtype = DType::bf16});
+  CHECK(linear(x, w).dtype() == DType::bf16);
+  {
+    AutocastGuard inner({.dtype = DType::f16});
+    CHECK(linear(x, w).dtype() == DType::f16);
+  }
+  CHECK(linear(x, w).dtype() == DType::bf16);
 }
 
 TEST_CASE("f64 keeps exact gradients under autocast (gradcheck)", "[autocast]") {

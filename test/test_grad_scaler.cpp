@@ -12,31 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "reference/grad_scaler_ref.h"
+
 using namespace reel;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-struct RefInject {
-  int param;  // 0 weight, 1 bias, -1 none
-  int64_t index;
-  double value;
-};
-struct RefStep {
-  int step;
-  RefInject inject;
-  bool unscale;
-  double new_scale;  // update(new_scale) when not 0
-  double scale_before;
-  bool stepped;
-  double scale_after;
-  int64_t tracker;
-  double loss;
-  std::vector<double> weight, bias;
-};
-#include "reference/grad_scaler.inc"
 
 std::string tmp_path(const std::string& name) { return "/tmp/reel_test_grad_scaler_" + name; }
 

@@ -4,29 +4,14 @@
 // every other op on f16/bf16 CUDA tensors through the f32 twins of the low-precision layer.
 #include <vector>
 
+#include "../low_precision_check.h"
 #include "compare.h"
 
 using namespace reel;
 using reel::cuda_test::close;
 using reel::cuda_test::kGpu;
-
-namespace {
-
-Tensor rounded(const Tensor& t, DType d) { return t.to(d).to(DType::f32); }
-
-// max |a - b| / max |b| (both moved to the CPU as f32)
-double rel_error(const Tensor& a, const Tensor& b) {
-  std::vector<double> x = a.cpu().to_vector<double>(), y = b.cpu().to_vector<double>();
-  REQUIRE(x.size() == y.size());
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err = std::max(err, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return err / scale;
-}
-
-}  // namespace
+using reel::test::rel_error;
+using reel::test::rounded;
 
 TEST_CASE("CUDA f16/bf16 products match the CPU's f32 on the rounded inputs", "[cuda][autocast]") {
   manual_seed(11);

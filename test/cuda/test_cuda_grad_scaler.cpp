@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../reference/grad_scaler_ref.h"
 #include "compare.h"
 
 using namespace reel;
@@ -14,28 +15,6 @@ using reel::cuda_test::close;
 using reel::cuda_test::kGpu;
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-struct RefInject {
-  int param;
-  int64_t index;
-  double value;
-};
-struct RefStep {
-  int step;
-  RefInject inject;
-  bool unscale;
-  double new_scale;
-  double scale_before;
-  bool stepped;
-  double scale_after;
-  int64_t tracker;
-  double loss;
-  std::vector<double> weight, bias;
-};
-#include "../reference/grad_scaler.inc"
 
 // Runs amp_unscale on CPU copies and on GPU copies of `grads`; both results must be equal
 // bit for bit (NaN for NaN), and both found_inf flags equal.
