@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <string>
 
 #include "cpu_backend.h"
 #include "dnnl_common.h"
@@ -275,6 +276,10 @@ struct WeightPlan {
   dnnl::convolution_backward_weights prim;
   Port gy, x, gw;
   dnnl::memory::desc gb;
+  // bf16 operands for which oneDNN has only its gemm fallback (few input channels: W4's
+  // first layer, 3 -> 50, took 7.9 ms in bf16 against 1.15 ms for the f32 jit kernel):
+  // computed on f32 copies instead
+  bool in_f32 = false;
 };
 
 void backward_weight_dnnl(const Tensor& gw, const Tensor& gb, const Tensor& gy_in, const Tensor& x_in,
@@ -295,10 +300,25 @@ void backward_weight_dnnl(const Tensor& gw, const Tensor& gb, const Tensor& gy_i
                              : dnnl::convolution_backward_weights::desc(alg, c.x, c.w, c.y, c.strides, c.dilates,
                                                                          c.pad_l, c.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, dnnl_engine(), hint);
+    if (is_low_precision(gy.dtype()) && std::string(pd.impl_info_str()).find("gemm") != std::string::npos) {
+      WeightPlan f32_instead;
+      f32_instead.in_f32 = true;
+      return f32_instead;
+    }
     return WeightPlan{dnnl::convolution_backward_weights(pd), make_port(strided_desc(gy), pd.diff_dst_desc(), true),
                       make_port(strided_desc(x), pd.src_desc(), true),
                       make_port(weight_desc(gw, p.groups), pd.diff_weights_desc(), false), c.bias};
   });
+  if (plan.in_f32) {
+    auto f32 = [](const Tensor& t) {
+      return !t.defined() || t.dtype() == DType::f32 ? t : empty(t.shape(), {.dtype = DType::f32});
+    };
+    Tensor gw32 = f32(gw), gb32 = f32(gb);
+    backward_weight_dnnl(gw32, gb32, dense_copy_as(gy, DType::f32), dense_copy_as(x, DType::f32), p);
+    if (gw32.data_ptr() != gw.data_ptr()) backend_for(kCPU).copy(gw, gw32);
+    if (gb.defined() && gb32.data_ptr() != gb.data_ptr()) backend_for(kCPU).copy(gb, gb32);
+    return;
+  }
   Bound bgy = bind(plan.gy, gy, true), bx = bind(plan.x, x, true), bgw = bind(plan.gw, gw, false);
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_DIFF_DST, bgy.inner}, {DNNL_ARG_SRC, bx.inner}, {DNNL_ARG_DIFF_WEIGHTS, bgw.inner}};
