@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "autocast.h"
 #include "op_support.h"
 #include "tape.h"
 #include "../tensor/generator.h"
@@ -19,7 +20,14 @@ using Grads = std::vector<Tensor>;
 struct CheckpointState : CustomState {
   CheckpointFn fn;
   GeneratorState rng;  // the default generator's position when the forward started
+  // the forward's autocast settings (backward runs without autocast): the recomputation
+  // must choose the same dtypes, as PyTorch's checkpoint does
+  AutocastOptions cpu_autocast, cuda_autocast;
 };
+
+AutocastOptions autocast_now(DeviceType d) {
+  return {.device = d, .dtype = autocast_dtype(d), .enabled = autocast_enabled(d)};
+}
 
 // Sets grad mode for a scope and puts it back.
 struct GradModeScope {
@@ -56,6 +64,7 @@ void recompute_rule(Node& n, const Grads& g, Grads& gi) {
     RngRestore after;
     default_generator().set_state(st.rng);
     GradModeScope recording(true);
+    AutocastGuard cpu_autocast(st.cpu_autocast), cuda_autocast(st.cuda_autocast);
     outs = st.fn(inputs);
   }
   if (outs.size() != g.size())
@@ -101,6 +110,8 @@ std::vector<Tensor> checkpoint(CheckpointFn fn, const std::vector<Tensor>& input
     auto st = std::make_unique<CheckpointState>();
     st->fn = std::move(fn);
     st->rng = rng;
+    st->cpu_autocast = autocast_now(DeviceType::CPU);
+    st->cuda_autocast = autocast_now(DeviceType::CUDA);
     n->custom = std::move(st);
   }
   return outputs;

@@ -194,6 +194,30 @@ TEST_CASE("an inner guard of the other dtype does not reuse the outer scope's co
   CHECK(linear(x, w).dtype() == DType::bf16);
 }
 
+TEST_CASE("checkpoint recomputes a block under the forward's autocast settings", "[autocast][checkpoint_fn]") {
+  manual_seed(8);
+  // x requires grad: checkpoint records (and recomputes) only then, as PyTorch's reentrant one
+  Tensor x = randn({4, 6}).requires_grad_(), w1 = randn({5, 6}).requires_grad_(), w2 = randn({3, 5}).requires_grad_();
+  auto block = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{relu(linear(in[0], w1))}; };
+  std::vector<Tensor> plain, checkpointed;
+  for (bool ck : {false, true}) {
+    Tensor loss;
+    {
+      AutocastGuard amp({.dtype = DType::bf16});
+      Tensor h = ck ? autograd::checkpoint(block, {x})[0] : block({x})[0];
+      CHECK(h.dtype() == DType::bf16);
+      loss = sum(linear(h, w2).to(DType::f32));
+    }
+    loss.backward();  // outside the scope: the recomputation must still run in bf16
+    for (Tensor* t : {&x, &w1, &w2}) {
+      REQUIRE(t->grad().defined());
+      (ck ? checkpointed : plain).push_back(t->grad().clone());
+      t->set_grad(Tensor());
+    }
+  }
+  for (int i = 0; i < 3; ++i) CHECK(equal(checkpointed[i], plain[i]));
+}
+
 TEST_CASE("f64 keeps exact gradients under autocast (gradcheck)", "[autocast]") {
   AutocastGuard amp({.dtype = DType::bf16});
   auto f = [](const std::vector<Tensor>& in) { return softmax(linear(in[0], in[1], in[2]), 1); };
