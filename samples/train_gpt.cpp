@@ -33,7 +33,8 @@ namespace {
 const char* kUsage =
     "usage: train_gpt [--small] [--steps N] [--eval-interval N] [--eval-iters N] [--batch-size N] [--block N]\n"
     "                 [--layers N] [--heads N] [--embd N] [--dropout X] [--lr X] [--min-lr X] [--warmup N]\n"
-    "                 [--data DIR] [--out DIR] [--logdir DIR|none] [--seed N] [--sample-chars N] [--device cpu|cuda]\n";
+    "                 [--data DIR] [--out DIR] [--logdir DIR|none] [--seed N] [--sample-chars N] [--device cpu|cuda]\n"
+    "                 [--amp none|bf16|f16]   (the forward under autocast; f16 with a GradScaler)\n";
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -69,19 +70,21 @@ std::pair<Tensor, Tensor> get_batch(const std::vector<int64_t>& data, int64_t B,
   return {from_vector(x, {B, T}).to(device), from_vector(y, {B, T}).to(device)};
 }
 
-Tensor lm_loss(gpt::GPT& model, const Tensor& x, const Tensor& y) {
+// The forward under autocast when --amp asks for it (the loss itself is f32 either way).
+Tensor lm_loss(gpt::GPT& model, const Tensor& x, const Tensor& y, const AutocastOptions& amp) {
+  AutocastGuard autocast(amp);
   Tensor logits = model(x);
   return cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
 }
 
 double estimate_loss(gpt::GPT& model, const std::vector<int64_t>& data, int64_t B, int64_t T, int iters,
-                     std::mt19937_64& rng, Device device) {
+                     std::mt19937_64& rng, Device device, const AutocastOptions& amp) {
   NoGradGuard no_grad;
   model.eval();
   double sum = 0;
   for (int i = 0; i < iters; ++i) {
     auto [x, y] = get_batch(data, B, T, rng, device);
-    sum += lm_loss(model, x, y).item<double>();
+    sum += lm_loss(model, x, y, amp).item<double>();
   }
   model.train();
   return sum / iters;
@@ -138,7 +141,7 @@ int run(int argc, char** argv) {
       {"steps", "5000"}, {"eval-interval", "250"}, {"eval-iters", "20"}, {"batch-size", "64"}, {"block", "256"},
       {"layers", "6"}, {"heads", "6"}, {"embd", "384"}, {"dropout", "0.2"}, {"lr", "1e-3"}, {"min-lr", "1e-4"},
       {"warmup", "100"}, {"data", "/usr/share/games/fortunes"}, {"out", "out_gpt"}, {"seed", "1337"},
-      {"sample-chars", "500"}, {"device", "cpu"}, {"logdir", "runs/train_gpt"}};
+      {"sample-chars", "500"}, {"device", "cpu"}, {"logdir", "runs/train_gpt"}, {"amp", "none"}};
   if (small) {
     defaults["batch-size"] = "32", defaults["block"] = "64", defaults["layers"] = "2", defaults["heads"] = "4";
     defaults["embd"] = "128", defaults["dropout"] = "0.1", defaults["eval-interval"] = "100";
@@ -151,6 +154,7 @@ int run(int argc, char** argv) {
   const double lr = std::stod(args["lr"]), min_lr = std::stod(args["min-lr"]);
   const uint64_t seed = std::stoull(args["seed"]);
   const Device device = fashion::parse_device(args["device"]);
+  const AutocastOptions amp = fashion::parse_amp(args["amp"], device);
   fs::path out = args["out"];
   fs::create_directories(out);
 
@@ -192,6 +196,8 @@ int run(int argc, char** argv) {
               "%s\n", (long long)cfg.layers, (long long)cfg.heads, (long long)cfg.embd, (long long)cfg.block,
               cfg.dropout, double(n_params) / 1e6, (long long)B, device.str().c_str());
   optim::AdamW opt(model.parameters(), {.lr = lr, .betas = {0.9, 0.99}, .weight_decay = 0.1});
+  // loss scaling for f16 only: bf16 has f32's range (a disabled scaler passes through)
+  optim::GradScaler scaler({.enabled = amp.enabled && amp.dtype == DType::f16});
 
   std::mt19937_64 rng(seed), eval_rng(seed + 1);
   std::unique_ptr<SummaryWriter> tb;
@@ -201,8 +207,8 @@ int run(int argc, char** argv) {
   double shown_loss = 0;
   for (int64_t step = 0; step <= steps; ++step) {
     if (step % eval_interval == 0 || step == steps) {
-      EvalLog e{step, estimate_loss(model, train, B, cfg.block, eval_iters, eval_rng, device),
-                estimate_loss(model, val, B, cfg.block, eval_iters, eval_rng, device),
+      EvalLog e{step, estimate_loss(model, train, B, cfg.block, eval_iters, eval_rng, device, amp),
+                estimate_loss(model, val, B, cfg.block, eval_iters, eval_rng, device, amp),
                 lr_at(std::min(step, steps - 1), warmup, steps, lr, min_lr)};
       log.push_back(e);
       std::fprintf(stderr, "\n");
@@ -219,11 +225,13 @@ int run(int argc, char** argv) {
     if (step == steps) break;
     opt.set_lr(lr_at(step, warmup, steps, lr, min_lr));
     auto [x, y] = get_batch(train, B, cfg.block, rng, device);
-    Tensor loss = lm_loss(model, x, y);
+    Tensor loss = lm_loss(model, x, y, amp);
     opt.zero_grad();
-    loss.backward();
+    scaler.scale(loss).backward();
+    scaler.unscale(opt);  // the true gradients before clipping them
     optim::clip_grad_norm(model.parameters(), 1.0);
-    opt.step();
+    scaler.step(opt);  // skipped when a gradient overflowed (f16)
+    scaler.update();
     if (seconds_since(last_shown) > 0.5 || step + 1 == steps) {
       shown_loss = loss.item<double>();
       constexpr int kWidth = 30;

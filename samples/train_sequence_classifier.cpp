@@ -26,7 +26,8 @@ namespace {
 const char* kUsage =
     "usage: train_sequence_classifier [--epochs N] [--out DIR] [--logdir DIR|none] [--train N] [--test N]\n"
     "                                 [--length T] [--hidden H] [--batch-size N] [--lr X] [--seed N]\n"
-    "                                 [--device cpu|cuda]\n"
+    "                                 [--device cpu|cuda] [--amp none|bf16|f16]\n"
+    "  --amp: the forward under autocast (the GRU stays f32, as on PyTorch's CPU list; f16 with a GradScaler)\n"
     "  --logdir: the TensorBoard log folder (default runs/train_sequence_classifier; none: no log)\n";
 
 constexpr int64_t kVocab = 16, kA = 1, kB = 2;  // 0 unused, 3.. filler tokens
@@ -99,8 +100,9 @@ void write_curves(const std::filesystem::path& out, const std::vector<EpochLog>&
 struct Score {
   double loss, accuracy;
 };
-Score evaluate(Classifier& model, data::DataLoader& loader) {
+Score evaluate(Classifier& model, data::DataLoader& loader, const AutocastOptions& amp) {
   NoGradGuard no_grad;
+  AutocastGuard autocast(amp);
   model.eval();
   double loss = 0;
   int64_t correct = 0, seen = 0;
@@ -118,12 +120,13 @@ int run(int argc, char** argv) {
   auto args = fashion::parse_args(argc, argv,
                                   {{"epochs", "3"}, {"out", "out_sequence"}, {"logdir", "runs/train_sequence_classifier"}, {"train", "20000"}, {"test", "2000"},
                                    {"length", "150"}, {"hidden", "64"}, {"batch-size", "64"}, {"lr", "3e-3"},
-                                   {"seed", "1"}, {"device", "cpu"}},
+                                   {"seed", "1"}, {"device", "cpu"}, {"amp", "none"}},
                                   kUsage);
   int epochs = std::stoi(args["epochs"]);
   int64_t T = std::stoll(args["length"]), batch_size = std::stoll(args["batch-size"]);
   uint64_t seed = std::stoull(args["seed"]);
   Device device = fashion::parse_device(args["device"]);
+  const AutocastOptions amp = fashion::parse_amp(args["amp"], device);
   std::filesystem::path out = args["out"];
   std::filesystem::create_directories(out);
 
@@ -148,6 +151,8 @@ int run(int argc, char** argv) {
     tb->add_text("config", config, 0);
   }
 
+  optim::GradScaler scaler({.enabled = amp.enabled && amp.dtype == DType::f16});
+
   std::vector<EpochLog> log;
   int64_t global_step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -155,12 +160,18 @@ int run(int argc, char** argv) {
     Tensor loss_sum, correct;  // on the device: the host reads them for the progress bar only
     int64_t seen = 0, step = 0;
     for (data::Example& batch : train_loader) {
-      Tensor logits = model(batch.data);
-      Tensor loss = cross_entropy(logits, batch.target);
+      Tensor logits, loss;
+      {
+        AutocastGuard autocast(amp);  // a no-op unless --amp
+        logits = model(batch.data);
+        loss = cross_entropy(logits, batch.target);
+      }
       opt.zero_grad();
-      loss.backward();
+      scaler.scale(loss).backward();
+      scaler.unscale(opt);  // the true gradients before clipping them
       optim::clip_grad_norm(model.parameters(), 1.0);  // the usual guard against exploding recurrent gradients
-      opt.step();
+      scaler.step(opt);
+      scaler.update();
       {
         NoGradGuard no_grad;
         Tensor l = loss.detach() * double(batch.data.size(0));
@@ -179,7 +190,7 @@ int run(int argc, char** argv) {
       }
     }
     double train_seconds = seconds_since(start);
-    Score score = evaluate(model, test_loader);
+    Score score = evaluate(model, test_loader, amp);
     log.push_back({loss_sum.item<double>() / double(seen), double(correct.item<int64_t>()) / double(seen), score.loss,
                    score.accuracy, train_seconds});
     std::fprintf(stderr, "\n");
