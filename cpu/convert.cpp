@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "loops.h"
+#include "stream_store.h"
 
 namespace reel::cpu {
 namespace {
@@ -29,6 +30,25 @@ inline uint16_t f32_to_bf16(float f) {
 void to_bf16(uint16_t* o, const float* x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(x[i]);
+}
+// to_bf16 for an output too large to stay cached (autocast's copies of big weights):
+// 16 results at a time through a register-sized buffer, streamed out without the
+// read-for-ownership (W8's 25.6M-element weight: 5.05 -> 4.1 ms on 2 cores)
+void stream_to_bf16(uint16_t* o, const float* x, int64_t n) {
+#if defined(__AVX__)
+  int64_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(o + i) & 31u); ++i) o[i] = f32_to_bf16(x[i]);
+  for (; i + 16 <= n; i += 16) {
+    alignas(32) uint16_t buf[16];
+#pragma omp simd
+    for (int64_t j = 0; j < 16; ++j) buf[j] = f32_to_bf16(x[i + j]);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(o + i), _mm256_load_si256(reinterpret_cast<const __m256i*>(buf)));
+  }
+  for (; i < n; ++i) o[i] = f32_to_bf16(x[i]);
+  _mm_sfence();  // weakly ordered: complete them before the result is published
+#else
+  to_bf16(o, x, n);
+#endif
 }
 void from_bf16(float* o, const uint16_t* x, int64_t n) {
 #pragma omp simd
@@ -73,8 +93,10 @@ bool convert_contiguous(const Tensor& dst, const Tensor& src) {
   int64_t n = dst.numel();
   auto* o = static_cast<char*>(dst.data_ptr());
   const auto* x = static_cast<const char*>(src.data_ptr());
-  if (s == DType::f32 && d == DType::bf16)
-    chunks(n, [&](int64_t i, int64_t j) { to_bf16(reinterpret_cast<uint16_t*>(o) + i, reinterpret_cast<const float*>(x) + i, j - i); });
+  if (s == DType::f32 && d == DType::bf16) {
+    auto* convert = n * 2 >= kStreamingStoreBytes ? stream_to_bf16 : to_bf16;
+    chunks(n, [&](int64_t i, int64_t j) { convert(reinterpret_cast<uint16_t*>(o) + i, reinterpret_cast<const float*>(x) + i, j - i); });
+  }
   else if (s == DType::bf16 && d == DType::f32)
     chunks(n, [&](int64_t i, int64_t j) { from_bf16(reinterpret_cast<float*>(o) + i, reinterpret_cast<const uint16_t*>(x) + i, j - i); });
   else if (s == DType::f32 && d == DType::f16)

@@ -326,3 +326,23 @@ TEST_CASE("vector conversions to and from f16/bf16 match the scalar ones", "[aut
     }
   }
 }
+
+TEST_CASE("large f32 -> bf16 conversions (streamed out) match the scalar ones", "[autocast][bf16]") {
+  manual_seed(9);
+  // 9M elements: an 18 MB bf16 output takes the streaming-store path; starting at element
+  // 3 puts the output off its 32-byte alignment, so the scalar head runs too
+  Tensor big = randn({9 * 1024 * 1024 + 5}) * 100.0;
+  big.narrow(0, 7, 1).fill_(std::numeric_limits<float>::quiet_NaN());
+  big.narrow(0, 11, 1).fill_(1e-40);
+  Tensor t = big.narrow(0, 3, big.size(0) - 3);
+  REQUIRE(t.is_contiguous());
+  std::vector<uint16_t> fast(size_t(t.numel())), slow(size_t(t.numel()));
+  Tensor f = t.to(DType::bf16);
+  Tensor strided = stack({t, t}, 1).select(1, 0).to(DType::bf16);  // the scalar conversion
+  std::memcpy(fast.data(), f.data_ptr(), fast.size() * 2);
+  std::memcpy(slow.data(), strided.contiguous().data_ptr(), slow.size() * 2);
+  size_t differ = 0;
+  for (size_t i = 0; i < fast.size(); ++i) differ += fast[i] != slow[i];
+  CHECK(differ == 0);
+  CHECK(fast[4] == 0x7fc0);  // the NaN, canonical
+}
