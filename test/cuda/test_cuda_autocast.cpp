@@ -23,13 +23,13 @@ TEST_CASE("CUDA f16/bf16 products match the CPU's f32 on the rounded inputs", "[
     Tensor got = linear(ag, bg.t(), bias.to(kGpu).to(d));
     CHECK(got.dtype() == d);
     CHECK(rel_error(got, want) < 8e-3);
-    CHECK(rel_error(linear_relu(ag, bg.t(), bias.to(kGpu)), relu(want)) < 8e-3);  // f32 bias: unfused
+    CHECK(rel_error(linear_relu(ag, bg.t(), bias.to(kGpu).to(d)), relu(want)) < 8e-3);  // the fused epilogue
     CHECK(rel_error(bmm(ag.reshape({4, 16, 96}), bg.expand({4, 96, 48})),
                     bmm(a.reshape({4, 16, 96}), b.expand({4, 96, 48}))) < 8e-3);
-    Tensor x = rounded(randn({2, 4, 9, 9}), d), k = rounded(randn({8, 4, 3, 3}), d), kb = randn({8});
+    Tensor x = rounded(randn({2, 4, 9, 9}), d), k = rounded(randn({8, 4, 3, 3}), d), kb = rounded(randn({8}), d);
     for (int64_t stride : {1, 2}) {
       Conv2dOptions o{.stride = {stride, stride}, .padding = {1, 1}};
-      Tensor y = conv2d_relu(x.to(kGpu).to(d), k.to(kGpu).to(d), kb.to(kGpu), o);
+      Tensor y = conv2d_relu(x.to(kGpu).to(d), k.to(kGpu).to(d), kb.to(kGpu).to(d), o);
       CHECK(y.dtype() == d);
       CHECK(rel_error(y, conv2d_relu(x, k, kb, o)) < 8e-3);
     }
