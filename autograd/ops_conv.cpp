@@ -147,8 +147,9 @@ Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const T
 void conv_grads(Node& n, const Tensor& g, Grads& gi) {
   ConvParams p = recall(n);
   if (grad_enabled()) {  // create_graph: recorded ops, so second derivatives exist
-    if (n.needs_grad(0)) gi[0] = conv2d_input_grad(g, n.saved_tensor(1), n.input_shape(0), p).to(n.inputs[0].dtype);
-    if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(n.saved_tensor(0), g, n.input_shape(1), p).to(n.inputs[1].dtype);
+    // (the engine casts these to the inputs' dtypes; the bias sum runs in its own, f32 under autocast)
+    if (n.needs_grad(0)) gi[0] = conv2d_input_grad(g, n.saved_tensor(1), n.input_shape(0), p);
+    if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(n.saved_tensor(0), g, n.input_shape(1), p);
     if (n.needs_grad(2)) gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
     return;
   }

@@ -39,7 +39,7 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
     }
   }
   if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
-        gi[0] = mul(g[0], n.saved_tensor(0)).to(g[0].dtype());
+        gi[0] = mul(g[0], n.saved_tensor(0));  // f32 for a bf16 x: the engine casts it back
       }, {&x}, {&y}))
     n->save(mask);
   return y;

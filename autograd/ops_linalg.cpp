@@ -134,7 +134,7 @@ Tensor linear_forward(const OpScope& op, const Tensor& x, const Tensor& w, const
 // f32 input comes straight out of the f16/bf16 product, accumulated in f32 (no rounding
 // to 8 mantissa bits and no conversion pass). Recorded ops under create_graph.
 Tensor product_as(DType dtype, const Tensor& a, const Tensor& b) {
-  if (grad_enabled() || dtype == a.dtype()) return matmul(a, b).to(dtype);
+  if (grad_enabled() || dtype == a.dtype()) return matmul(a, b);  // the engine casts it to `dtype`
   Tensor y = new_tensor({a.size(0), b.size(1)}, dtype, a.device());
   if (y.numel())
     backend_of(a).matmul(make_view(y, {1, a.size(0), b.size(1)}, {0, b.size(1), 1}, 0),
