@@ -4,7 +4,10 @@
 // converted inputs, and the vector conversions against the scalar ones.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "gradcheck.h"
 #include "low_precision_check.h"
@@ -170,6 +173,78 @@ TEST_CASE("backward inside an autocast scope runs in the forward's dtypes", "[au
   // d sum(x W^T) / dW = column sums of x, from the bf16-rounded x, accumulated in f32
   Tensor want = sum(rounded(x, DType::bf16), {0}).expand({3, 6});
   CHECK(rel_error(w.grad(), want) < 1e-6);
+}
+
+struct AutocastRef {
+  const char* name;
+  std::vector<std::pair<Dims, std::vector<double>>> inputs;
+  const char* dtype;  // PyTorch's output dtype
+  Dims shape;
+  std::vector<double> out, gy;
+  std::vector<std::vector<double>> grads;  // of the f32 leaves, through sum(out * gy)
+};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+#include "reference/autocast.inc"
+
+// "" when got matches want within tol * max |want| (NaN where NaN, the same infinities)
+std::string matches(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  if (got.size() != want.size()) return "sizes differ";
+  double scale = 1e-30;
+  for (double v : want)
+    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) != std::isnan(got[i])) return "NaN differs at " + std::to_string(i);
+    if (std::isinf(want[i]) && want[i] != got[i]) return "inf differs at " + std::to_string(i);
+    if (std::isfinite(want[i]) && !(std::abs(got[i] - want[i]) <= tol * scale))
+      return "element " + std::to_string(i) + ": " + std::to_string(got[i]) + " vs " + std::to_string(want[i]);
+  }
+  return "";
+}
+
+TEST_CASE("autocast matches PyTorch 1.13's torch.autocast on its products (generated table)", "[autocast][torch]") {
+  std::map<std::string, std::function<Tensor(const std::vector<Tensor>&)>> ops{
+      {"linear", [](const auto& v) { return linear(v[0], v[1], v[2]); }},
+      {"linear, NaN and inf in x", [](const auto& v) { return linear(v[0], v[1], v[2]); }},
+      {"linear, empty batch", [](const auto& v) { return linear(v[0], v[1], v[2]); }},
+      {"matmul", [](const auto& v) { return matmul(v[0], v[1]); }},
+      {"bmm", [](const auto& v) { return bmm(v[0], v[1]); }},
+      {"conv2d", [](const auto& v) { return conv2d(v[0], v[1], v[2], {.padding = {1, 1}}); }},
+      {"conv2d, stride 2", [](const auto& v) { return conv2d(v[0], v[1], v[2], {.stride = {2, 2}}); }},
+      {"conv1d", [](const auto& v) { return conv1d(v[0], v[1], v[2], {.padding = 1}); }},
+      {"conv_transpose2d", [](const auto& v) { return conv_transpose2d(v[0], v[1], v[2], {.stride = {2, 2}}); }},
+      {"cross_entropy of a bf16 linear", [](const auto& v) {
+         return cross_entropy(linear(v[0], v[1], v[2]), tensor({0, 3, 1, 2, 3}, {.dtype = DType::i64}));
+       }}};
+  REQUIRE(kAutocastRefs.size() == ops.size());
+  for (const AutocastRef& ref : kAutocastRefs) {
+    INFO(ref.name);
+    std::vector<Tensor> leaves;
+    for (const auto& [shape, values] : ref.inputs)
+      leaves.push_back(from_vector<double>(values, shape).to(DType::f32).requires_grad_());
+    Tensor out;
+    {
+      AutocastGuard amp({.dtype = DType::bf16});
+      out = ops.at(ref.name)(leaves);
+    }
+    // conv_transpose2d is lowered as in PyTorch 2.x; 1.13 left it f32 (docs/amp.md)
+    bool lowered = std::string(ref.dtype) == "bfloat16" || std::string(ref.name) == "conv_transpose2d";
+    CHECK(out.dtype() == (lowered ? DType::bf16 : DType::f32));
+    REQUIRE(out.shape() == ref.shape);
+    // one bf16 rounding of the result apart (accumulation orders differ)
+    CHECK(matches(out.to_vector<double>(), ref.out, 1e-2) == "");
+    Tensor gy = from_vector<double>(ref.gy, ref.shape).to(DType::f32);
+    Tensor total = out.dim() == 0 ? out : sum(out.to(DType::f32) * gy);
+    total.backward();
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      INFO("gradient of input " << i);
+      REQUIRE(leaves[i].grad().defined());
+      CHECK(leaves[i].grad().dtype() == DType::f32);
+      // PyTorch rounds the f32 leaves' gradients to bf16 (its product writes bf16); reel
+      // writes them in f32: one bf16 rounding apart
+      CHECK(matches(leaves[i].grad().to_vector<double>(), ref.grads[i], 2e-2) == "");
+    }
+  }
 }
 
 TEST_CASE("autocast converts a parameter once per scope and sees in-place updates", "[autocast]") {
