@@ -141,6 +141,12 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w, Site s
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5,
                   Site site = {});
+// relu(batch_norm(cat(xs, 1), ...)) in one op: the concatenation is never made and only
+// the output is kept for relu's mask, so a DenseNet layer's BN-ReLU over every earlier
+// feature map costs one pass and one tensor. xs: pieces [N, C_j, *] (one shape but C_j).
+Tensor batch_norm_relu(const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training, double momentum = 0.1,
+                       double eps = 1e-5, Site site = {});
 // normalises over the trailing dims `normalized_shape`
 Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5, Site site = {});

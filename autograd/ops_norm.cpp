@@ -10,12 +10,35 @@ namespace {
 using Grads = std::vector<Tensor>;
 
 // An optional per-feature tensor (weight, bias, running statistic) of `shape`.
-void check_param(const OpScope& op, const Tensor& x, const Tensor& p, const Dims& shape, const char* what) {
+// x: a tensor of the input's dtype and device; input: the input's shape (for the message)
+void check_param(const OpScope& op, const Tensor& x, const Dims& input, const Tensor& p, const Dims& shape,
+                 const char* what) {
   if (!p.defined()) return;
   check_same_device(op, x, p);
   if (p.dtype() != x.dtype() || !(p.shape() == shape))
     fail(op.op, fmt::format("expected {} of shape {} and dtype {} for the input {}, got {}", what, shape.str(),
-                            dtype_name(x.dtype()), x.shape().str(), describe(p)), op.site);
+                            dtype_name(x.dtype()), input.str(), describe(p)), op.site);
+}
+
+// The arguments of a batch norm over an input of `shape` (first: a tensor of its dtype and device).
+void check_bn_args(const OpScope& op, const Dims& shape, const Tensor& first, const Tensor& weight,
+                   const Tensor& bias, const Tensor& running_mean, const Tensor& running_var, bool training,
+                   double eps) {
+  Dims channels{shape[1]};
+  check_param(op, first, shape, weight, channels, "a weight");
+  check_param(op, first, shape, bias, channels, "a bias");
+  check_param(op, first, shape, running_mean, channels, "a running_mean");
+  check_param(op, first, shape, running_var, channels, "a running_var");
+  if (running_mean.defined() != running_var.defined())
+    fail(op.op, "expected both running_mean and running_var or neither", op.site);
+  if (!training && !running_mean.defined())
+    fail(op.op, fmt::format("evaluation mode (training = false) needs running_mean and running_var (input {})",
+                            shape.str()), op.site);
+  if (eps <= 0) fail(op.op, fmt::format("expected eps > 0, got {}", eps), op.site);
+  int64_t numel = numel_of(shape), count = numel / std::max<int64_t>(shape[1], 1);
+  if (training && count < 2 && numel > 0)
+    fail(op.op, fmt::format("expected more than 1 value per channel when training, got input {}", shape.str()),
+         op.site);
 }
 
 // ---- the rules as recorded ops, for a create_graph backward: batch statistics are
@@ -25,26 +48,46 @@ void check_param(const OpScope& op, const Tensor& x, const Tensor& p, const Dims
 struct NormGrads {
   Tensor gx, gw, gb;
 };
-NormGrads composite_grads(const Node& n, const Tensor& g, const Dims& red, const Dims& param_red, const Dims& shape,
-                          bool batch_stats) {
-  Tensor x = n.saved_tensor(0), w = n.saved_tensor(1), mu, invstd;
+// What a rule saved: the input, the weight (may be undefined), the statistics it used,
+// eps; and which gradients are wanted.
+struct NormSaved {
+  Tensor x, w, mean, invstd;
+  double eps;
+  bool want_x, want_w, want_b;
+};
+NormGrads composite_grads(const NormSaved& a, const Tensor& g, const Dims& red, const Dims& param_red,
+                          const Dims& shape, bool batch_stats) {
+  const Tensor& x = a.x;
+  Tensor mu, invstd;
   if (batch_stats) {
     mu = mean(x, red, true);
-    invstd = rsqrt(add(mean(square(sub(x, mu)), red, true), n.scalars[0]));
+    invstd = rsqrt(add(mean(square(sub(x, mu)), red, true), a.eps));
   } else {  // the running statistics: constants
-    mu = n.saved_tensor(2).reshape(shape);
-    invstd = n.saved_tensor(3).reshape(shape);
+    mu = a.mean.reshape(shape);
+    invstd = a.invstd.reshape(shape);
   }
   Tensor xhat = mul(sub(x, mu), invstd);
-  Tensor h = w.defined() ? mul(g, w.reshape(shape)) : g;
+  Tensor h = a.w.defined() ? mul(g, a.w.reshape(shape)) : g;
   NormGrads r;
-  if (n.needs_grad(0))
+  if (a.want_x)
     r.gx = batch_stats ? mul(invstd, sub(sub(h, mean(h, red, true)), mul(xhat, mean(mul(h, xhat), red, true))))
                        : mul(invstd, h);
   auto to_param = [&](const Tensor& t) { return param_red.size() ? sum(t, param_red) : t; };  // {}: sum all
-  if (n.needs_grad(1)) r.gw = to_param(mul(g, xhat));
-  if (n.needs_grad(2)) r.gb = to_param(g);
+  if (a.want_w) r.gw = to_param(mul(g, xhat));
+  if (a.want_b) r.gb = to_param(g);
   return r;
+}
+// The saved state of a rule that saved x, w, mean, invstd at 0..3 for inputs x, w, b.
+NormSaved saved_xw(const Node& n) {
+  return {n.saved_tensor(0), n.saved_tensor(1), n.saved_tensor(2), n.saved_tensor(3), n.scalars[0],
+          n.needs_grad(0), n.needs_grad(1), n.needs_grad(2)};
+}
+// Dims a per-channel statistic of x [N, C, *] reduces over, and its broadcast shape
+void channel_dims(const Dims& x, Dims& red, Dims& shape) {
+  red = Dims{0};
+  shape = Dims::filled(x.size(), 1);
+  for (int k = 2; k < x.size(); ++k) red.push_back(k);
+  shape[1] = x[1];
 }
 
 }  // namespace
@@ -61,21 +104,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
   if (x.dim() < 2) fail(op.op, fmt::format("expected an input [N, C, *] of at least 2 dims, got {}", describe(x)), op.site);
+  check_bn_args(op, x.shape(), x, weight, bias, running_mean, running_var, training, eps);
   Dims channels{x.size(1)};
-  check_param(op, x, weight, channels, "a weight");
-  check_param(op, x, bias, channels, "a bias");
-  check_param(op, x, running_mean, channels, "a running_mean");
-  check_param(op, x, running_var, channels, "a running_var");
-  if (running_mean.defined() != running_var.defined())
-    fail(op.op, "expected both running_mean and running_var or neither", op.site);
-  if (!training && !running_mean.defined())
-    fail(op.op, fmt::format("evaluation mode (training = false) needs running_mean and running_var (input {})",
-                            x.shape().str()), op.site);
-  if (eps <= 0) fail(op.op, fmt::format("expected eps > 0, got {}", eps), op.site);
-  int64_t count = x.numel() / std::max<int64_t>(x.size(1), 1);
-  if (training && count < 2 && x.numel() > 0)
-    fail(op.op, fmt::format("expected more than 1 value per channel when training, got input {}", x.shape().str()),
-         op.site);
   Tensor y = new_like(x);
   Tensor mean = new_tensor(channels, x.dtype(), x.device()), invstd = new_tensor(channels, x.dtype(), x.device());
   if (x.numel()) {
@@ -89,10 +119,9 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
         if (grad_enabled() && x.numel()) {  // create_graph
-          Dims red{0}, shape = Dims::filled(x.dim(), 1);
-          for (int k = 2; k < x.dim(); ++k) red.push_back(k);
-          shape[1] = x.size(1);
-          NormGrads r = composite_grads(n, g[0], red, red, shape, n.ints[0] != 0);
+          Dims red, shape;
+          channel_dims(x.shape(), red, shape);
+          NormGrads r = composite_grads(saved_xw(n), g[0], red, red, shape, n.ints[0] != 0);
           gi = {r.gx, r.gw, r.gb};
           return;
         }
@@ -120,6 +149,104 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   return y;
 }
 
+// y = relu(batch_norm(x)) with x = cat(xs, 1) never made. Saves the pieces and y: with
+// g' = g (y > 0), the rule is batch_norm's on g', each piece taking its channels of dx.
+Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in, const Tensor& bias_in,
+                       const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                       double eps, Site site) {
+  OpScope op("batch_norm_relu", site);
+  if (xs_in.empty()) fail(op.op, "expected at least one input, got an empty list", op.site);
+  std::vector<Tensor> xs;
+  for (size_t j = 0; j < xs_in.size(); ++j) {
+    check_defined(op, xs_in[j], "an input");
+    xs.push_back(autocast_f32(xs_in[j]));
+  }
+  const Tensor weight = autocast_f32(weight_in), bias = autocast_f32(bias_in);
+  const Tensor& x0 = xs[0];
+  check_floating(op, x0, "the input");
+  if (x0.dim() < 2)
+    fail(op.op, fmt::format("expected inputs [N, C, *] of at least 2 dims, got {}", describe(x0)), op.site);
+  Dims shape = x0.shape();
+  for (size_t j = 1; j < xs.size(); ++j) {
+    const Tensor& t = xs[j];
+    check_same_device(op, x0, t);
+    bool same = t.dtype() == x0.dtype() && t.dim() == x0.dim();
+    for (int k = 0; same && k < t.dim(); ++k) same = k == 1 || t.shape()[k] == shape[k];
+    if (!same)
+      fail(op.op, fmt::format("expected inputs of one dtype whose shapes agree in every dim but dim 1, got "
+                              "input 0 {} and input {} {}", describe(x0), j, describe(t)), op.site);
+    shape[1] += t.shape()[1];
+  }
+  check_bn_args(op, shape, x0, weight, bias, running_mean, running_var, training, eps);
+  Tensor y = new_tensor(shape, x0.dtype(), x0.device());
+  Tensor mean = new_tensor({shape[1]}, x0.dtype(), x0.device()), invstd = new_tensor({shape[1]}, x0.dtype(), x0.device());
+  if (y.numel()) {
+    backend_of(x0).batch_norm_relu_forward(y, mean, invstd, xs, weight, bias, running_mean, running_var, training,
+                                           momentum, eps);
+    if (training && running_mean.defined()) {
+      running_mean.storage()->bump_version();
+      running_var.storage()->bump_version();
+    }
+  }
+  std::vector<const Tensor*> inputs;
+  for (const Tensor& t : xs) inputs.push_back(&t);
+  inputs.push_back(&weight);
+  inputs.push_back(&bias);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        const size_t k = size_t(n.ints[1]);  // pieces: inputs 0..k-1, then weight and bias
+        std::vector<Tensor> xs;
+        for (size_t j = 0; j < k; ++j) xs.push_back(n.saved_tensor(j));
+        Tensor y = n.saved_tensor(k + 3);
+        const bool training = n.ints[0] != 0;
+        if (grad_enabled() && y.numel()) {  // create_graph: the mask is a constant
+          Tensor x = k == 1 ? xs[0] : cat(xs, 1);
+          Dims red, shape;
+          channel_dims(x.shape(), red, shape);
+          bool want_x = false;
+          for (size_t j = 0; j < k; ++j) want_x = want_x || n.needs_grad(j);
+          NormSaved a{x, n.saved_tensor(k), n.saved_tensor(k + 1), n.saved_tensor(k + 2), n.scalars[0],
+                      want_x, n.needs_grad(k), n.needs_grad(k + 1)};
+          Tensor mask = gt(y.detach(), 0.0).to(y.dtype());
+          NormGrads r = composite_grads(a, mul(g[0], mask), red, red, shape, training);
+          int64_t c0 = 0;
+          for (size_t j = 0; j < k; ++j) {
+            if (n.needs_grad(j)) gi[j] = r.gx.narrow(1, c0, xs[j].size(1));
+            c0 += xs[j].size(1);
+          }
+          gi[k] = r.gw;
+          gi[k + 1] = r.gb;
+          return;
+        }
+        std::vector<Tensor> gxs(k);
+        for (size_t j = 0; j < k; ++j)
+          if (n.needs_grad(j)) gxs[j] = new_like(xs[j]);
+        Tensor gw = n.needs_grad(k) ? new_tensor(n.input_shape(k), y.dtype(), y.device()) : Tensor();
+        Tensor gb = n.needs_grad(k + 1) ? new_tensor(n.input_shape(k + 1), y.dtype(), y.device()) : Tensor();
+        if (y.numel()) {
+          backend_of(y).batch_norm_relu_backward(gxs, gw, gb, g[0], xs, y, n.saved_tensor(k), n.saved_tensor(k + 1),
+                                                 n.saved_tensor(k + 2), training);
+        } else {
+          if (gw.defined()) backend_of(y).fill(gw, 0);
+          if (gb.defined()) backend_of(y).fill(gb, 0);
+          for (Tensor& t : gxs)
+            if (t.defined() && t.numel()) backend_of(y).fill(t, 0);
+        }
+        for (size_t j = 0; j < k; ++j) gi[j] = gxs[j];
+        gi[k] = gw;
+        gi[k + 1] = gb;
+      }, inputs, {&y})) {
+    for (const Tensor& t : xs) n->save(t);
+    n->save(weight);
+    n->save(mean);
+    n->save(invstd);
+    n->save(y);
+    n->ints[0] = training;
+    n->ints[1] = int64_t(xs.size());
+    n->scalars[0] = eps;
+  }
+  return y;
+}
+
 // y = (x - mean) invstd w + b over the trailing dims; with h = g w:
 // dx = invstd (h - mean(h) - xhat mean(h xhat)), dw = sum_rows g xhat, db = sum_rows g
 Tensor layer_norm(const Tensor& x_in, const Dims& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
@@ -136,8 +263,8 @@ Tensor layer_norm(const Tensor& x_in, const Dims& normalized_shape, const Tensor
                             normalized_shape.str(), x.shape().str()), op.site);
   if (numel_of(normalized_shape) == 0)
     fail(op.op, fmt::format("expected a non-empty normalized_shape, got {}", normalized_shape.str()), op.site);
-  check_param(op, x, weight, normalized_shape, "a weight");
-  check_param(op, x, bias, normalized_shape, "a bias");
+  check_param(op, x, x.shape(), weight, normalized_shape, "a weight");
+  check_param(op, x, x.shape(), bias, normalized_shape, "a bias");
   if (eps <= 0) fail(op.op, fmt::format("expected eps > 0, got {}", eps), op.site);
   Dims rows_shape{x.numel() / numel_of(normalized_shape)};
   Tensor y = new_like(x);
@@ -148,7 +275,7 @@ Tensor layer_norm(const Tensor& x_in, const Dims& normalized_shape, const Tensor
         if (grad_enabled() && x.numel()) {  // create_graph
           Dims red, rows;
           for (int k = 0; k < x.dim(); ++k) (k < n.ints[0] ? rows : red).push_back(k);
-          NormGrads r = composite_grads(n, g[0], red, rows, n.input_shape(1), true);
+          NormGrads r = composite_grads(saved_xw(n), g[0], red, rows, n.input_shape(1), true);
           gi = {r.gx, r.gw, r.gb};
           return;
         }

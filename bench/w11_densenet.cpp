@@ -37,6 +37,12 @@ int main(int argc, char** argv) {
     return loss;
   };
   step().item<float>();  // warm-up
+  if (args.get("--profile", 0)) {  // one profiled step: where the time goes, per op (stderr)
+    debug::Profiler prof;
+    step().item<float>();
+    prof.stop();
+    std::fprintf(stderr, "%s\n", prof.summary(40).c_str());
+  }
   std::vector<double> ms;
   for (int rep = 0; rep < args.reps; ++rep) {
     double t0 = bench::now_s();

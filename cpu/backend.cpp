@@ -24,9 +24,13 @@ namespace reel::cpu {
 // on first touch every training step, and glibc's aligned allocation of the small
 // blocks (~76 per W1 step) took ~4% of the step. Blocks are rounded to a size class
 // (see size_class) and kept per class in vectors, so that a steady-state step
-// allocates nothing.
+// allocates nothing. The cache may hold 2 GiB, or more while live + cached bytes stay
+// within twice the most ever live at once: W11's activations outgrow 2 GiB, and with
+// the bound at 1x or 1.5x its peak the blocks of one size class still ran out while
+// others sat cached (70-150k page faults, ~10% of the step); at 2x none, and its RSS
+// is 2.75 GB. A miss that would pass the bound frees cached blocks first.
 namespace {
-constexpr size_t kSmallMax = size_t(1) << 16;
+constexpr size_t kSmallMax = size_t(1) << 16, kLargeMin = size_t(1) << 22;
 #ifdef __SANITIZE_ADDRESS__
 constexpr size_t kCacheLimit = 0;  // every block freed, so that AddressSanitizer sees a use after free
 #else
@@ -42,19 +46,45 @@ BlockCache& cache() {
   static BlockCache* c = new BlockCache();  // never destroyed: tensors may die after main
   return *c;
 }
-// Below 64 KiB: four classes per power of two (at most 25% over the request), 64-byte multiples.
+// Below 64 KiB: four classes per power of two (at most 25% over the request), 64-byte
+// multiples; to 4 MiB, pages; above, eight classes per power of two (at most 12.5% over),
+// so that the many nearby sizes of a deep net's activations (DenseNet's grow by one
+// growth step per layer) share blocks instead of each missing the cache.
 size_t size_class(size_t n) {
+  if (n >= kLargeMin) {
+    size_t step = std::bit_ceil(n) / 16;
+    return (n + step - 1) / step * step;
+  }
   if (n >= kSmallMax) return (n + 4095) & ~size_t(4095);
   size_t step = std::max<size_t>(64, std::bit_ceil(n) / 8);
   return (n + step - 1) / step * step;
 }
-// Bytes held by live tensors, and the most at once (cpu/memory.h)
-std::atomic<size_t> g_allocated{0}, g_peak{0};
+// Bytes held by live tensors, and the most at once (cpu/memory.h; g_high is never reset)
+std::atomic<size_t> g_allocated{0}, g_peak{0}, g_high{0};
+void raise_to(std::atomic<size_t>& m, size_t now) {
+  size_t v = m.load(std::memory_order_relaxed);
+  while (now > v && !m.compare_exchange_weak(v, now, std::memory_order_relaxed)) {
+  }
+}
 void count_allocation(size_t r) {
   size_t now = g_allocated.fetch_add(r, std::memory_order_relaxed) + r;
-  size_t peak = g_peak.load(std::memory_order_relaxed);
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+  raise_to(g_peak, now);
+  raise_to(g_high, now);
+}
+// What live + cached bytes may reach before the cache gives blocks back
+size_t cache_bound() {
+  size_t high = g_high.load(std::memory_order_relaxed);
+  return std::max(kCacheLimit, 2 * high);
+}
+// Frees cached blocks (largest classes first) until cached + live + need fits the bound.
+void trim_cache(BlockCache& c, size_t need) {
+  size_t live = g_allocated.load(std::memory_order_relaxed), bound = cache_bound();
+  for (auto it = c.free.rbegin(); it != c.free.rend() && c.cached > 0 && c.cached + live + need > bound; ++it)
+    while (!it->second.empty() && c.cached + live + need > bound) {
+      std::free(it->second.back());
+      it->second.pop_back();
+      c.cached -= it->first;
+    }
 }
 }  // namespace
 
@@ -81,6 +111,7 @@ void* CpuBackend::allocate(size_t nbytes) {
       c.cached -= r;
       return p;
     }
+    trim_cache(c, 0);  // this block is already counted live
   }
   void* p = std::aligned_alloc(64, r);
   if (!p) g_allocated.fetch_sub(r, std::memory_order_relaxed);
@@ -95,7 +126,7 @@ void CpuBackend::deallocate(void* ptr, size_t nbytes) {
   {
     BlockCache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.cached + r <= kCacheLimit) {
+    if (kCacheLimit > 0 && c.cached + r + g_allocated.load(std::memory_order_relaxed) <= cache_bound()) {
       c.free[r].push_back(ptr);
       c.cached += r;
       return;

@@ -3,7 +3,11 @@
 // sums accumulate in double so f32 statistics of large batches stay accurate.
 // Loops rather than oneDNN: oneDNN keeps variances where we save invstd, and its
 // running statistics are not PyTorch's (momentum, unbiased variance).
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "cpu_backend.h"
@@ -48,12 +52,116 @@ struct Vec {
   T operator[](int64_t i) const { return p ? p[i * s] : fallback; }
 };
 
+// Channel c of the concatenation of pieces [N, C_j, *] along dim 1: where its N planes of
+// S elements start in its piece, and that piece's strides.
 template <typename T>
-void bn_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x_in,
+struct Channel {
+  const T* p;
+  int64_t sn, ss;
+  const T* plane(int64_t n) const { return p + n * sn; }
+};
+template <typename T>
+struct Pieces {
+  std::vector<Planes> keep;  // the pieces' planes (dense copies where the trailing dims do not merge)
+  std::vector<Channel<T>> ch;
+  int64_t N = 0, S = 0;
+};
+template <typename T>
+Pieces<T> pieces(const std::vector<Tensor>& xs) {
+  Pieces<T> r;
+  for (const Tensor& x : xs) {
+    const Planes& pl = r.keep.emplace_back(planes(x));
+    const T* X = static_cast<const T*>(pl.t.data_ptr());
+    for (int64_t c = 0; c < pl.C; ++c) r.ch.push_back({X + c * pl.sc, pl.sn, pl.ss});
+    r.N = pl.N, r.S = pl.S;
+  }
+  return r;
+}
+
+// ---- unit-stride plane loops, written so that GCC vectorises them: sums in double over
+// 8 explicit lanes (an `omp simd` double reduction over f32 data stays scalar in GCC 12),
+// relu's select on the bit pattern (a float compare stops if-conversion under
+// -ftrapping-math).
+constexpr int kLanes = 8;
+
+// v where relu passes it (v > 0, or NaN), else +0; on the bits
+template <typename T>
+T relu_bits(T v) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  using I = std::make_signed_t<U>;
+  constexpr U abs_mask = ~U(0) >> 1, inf = std::bit_cast<U>(std::numeric_limits<T>::infinity());
+  U b = std::bit_cast<U>(v);
+  U keep = U(0) - U(I(b) > 0 || (b & abs_mask) > inf);
+  return std::bit_cast<T>(b & keep);
+}
+// g where relu passed y, else +0 (relu's backward: y <= 0 ? 0 : g)
+template <typename T>
+T relu_grad_bits(T g, T y) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  using I = std::make_signed_t<U>;
+  constexpr U abs_mask = ~U(0) >> 1, inf = std::bit_cast<U>(std::numeric_limits<T>::infinity());
+  U b = std::bit_cast<U>(y);
+  U keep = U(0) - U(I(b) > 0 || (b & abs_mask) > inf);
+  return std::bit_cast<T>(std::bit_cast<U>(g) & keep);
+}
+
+// sum of p[0..S)
+template <typename T>
+double plane_sum(const T* p, int64_t S) {
+  double a[kLanes] = {};
+  int64_t s = 0;
+  for (; s + kLanes <= S; s += kLanes)
+    for (int l = 0; l < kLanes; ++l) a[l] += double(p[s + l]);
+  double r = 0;
+  for (; s < S; ++s) r += double(p[s]);
+  for (double v : a) r += v;
+  return r;
+}
+// sum of (p[s] - mean)^2
+template <typename T>
+double plane_centred_sq(const T* p, int64_t S, double mean) {
+  double a[kLanes] = {};
+  int64_t s = 0;
+  for (; s + kLanes <= S; s += kLanes)
+    for (int l = 0; l < kLanes; ++l) a[l] += (double(p[s + l]) - mean) * (double(p[s + l]) - mean);
+  double r = 0;
+  for (; s < S; ++s) r += (double(p[s]) - mean) * (double(p[s]) - mean);
+  for (double v : a) r += v;
+  return r;
+}
+// sum g' and sum g' (x - mean), g' = g (Relu: masked by y)
+template <typename T, bool Relu>
+void plane_grad_sums(const T* g, const T* y, const T* x, int64_t S, double mean, double& sum_g, double& sum_gd) {
+  // g'[i] (a function taking the pointers, not a lambda capturing them: GCC then reloads
+  // them every lane and gives up vectorising)
+  constexpr auto gv = [](const T* g, [[maybe_unused]] const T* y, int64_t i) {
+    if constexpr (Relu) return double(relu_grad_bits(g[i], y[i]));
+    else return double(g[i]);
+  };
+  double a[kLanes] = {}, b[kLanes] = {};
+  int64_t s = 0;
+  for (; s + kLanes <= S; s += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      double v = gv(g, y, s + l);
+      a[l] += v;
+      b[l] += v * (double(x[s + l]) - mean);
+    }
+  for (; s < S; ++s) {
+    double v = gv(g, y, s);
+    sum_g += v;
+    sum_gd += v * (double(x[s]) - mean);
+  }
+  for (int l = 0; l < kLanes; ++l) sum_g += a[l], sum_gd += b[l];
+}
+
+// Per channel: the statistics (in double; unit-stride planes vectorised), then
+// y = x scale + shift (relu: max(., 0), NaN passing) into out [N, C, S].
+template <typename T, bool Relu>
+void bn_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const std::vector<Tensor>& xs,
                 const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
                 bool training, double momentum, double eps) {
-  Planes x = planes(x_in);
-  const T* X = static_cast<const T*>(x.t.data_ptr());
+  Pieces<T> x = pieces<T>(xs);
+  const int64_t N = x.N, S = x.S, C = int64_t(x.ch.size());
   T* Y = static_cast<T*>(out.data_ptr());
   T* mean_out = static_cast<T*>(save_mean.data_ptr());
   T* invstd_out = static_cast<T*>(save_invstd.data_ptr());
@@ -61,22 +169,29 @@ void bn_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_i
   T* rm = running_mean.defined() ? static_cast<T*>(running_mean.data_ptr()) : nullptr;
   T* rv = running_var.defined() ? static_cast<T*>(running_var.data_ptr()) : nullptr;
   int64_t srm = rm ? running_mean.strides()[0] : 0, srv = rv ? running_var.strides()[0] : 0;
-  double count = double(x.N * x.S);
-#pragma omp parallel for schedule(static) if (x.t.numel() >= kParallelGrain)
-  for (int64_t c = 0; c < x.C; ++c) {
+  double count = double(N * S);
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
+  for (int64_t c = 0; c < C; ++c) {
+    const Channel<T> ch = x.ch[size_t(c)];
+    const int64_t ss = ch.ss;
     double mean, invstd;
     if (training) {
       double sum = 0, sq = 0;
-      for (int64_t n = 0; n < x.N; ++n) {
-        const T* p = X + n * x.sn + c * x.sc;
-        for (int64_t s = 0; s < x.S; ++s) sum += double(p[s * x.ss]);
+      for (int64_t n = 0; n < N; ++n) {
+        const T* p = ch.plane(n);
+        if (ss == 1) {
+          sum += plane_sum(p, S);
+        } else {
+          for (int64_t s = 0; s < S; ++s) sum += double(p[s * ss]);
+        }
       }
       mean = sum / count;
-      for (int64_t n = 0; n < x.N; ++n) {
-        const T* p = X + n * x.sn + c * x.sc;
-        for (int64_t s = 0; s < x.S; ++s) {
-          double d = double(p[s * x.ss]) - mean;
-          sq += d * d;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* p = ch.plane(n);
+        if (ss == 1) {
+          sq += plane_centred_sq(p, S, mean);
+        } else {
+          for (int64_t s = 0; s < S; ++s) sq += (double(p[s * ss]) - mean) * (double(p[s * ss]) - mean);
         }
       }
       double var = sq / count;
@@ -90,56 +205,99 @@ void bn_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_i
     mean_out[c] = T(mean);
     invstd_out[c] = T(invstd);
     T scale = T(invstd) * w[c], shift = b[c] - T(mean) * scale;
-    for (int64_t n = 0; n < x.N; ++n) {
-      const T* p = X + n * x.sn + c * x.sc;
-      T* y = Y + (n * x.C + c) * x.S;
-      if (x.ss == 1) {
+    auto f = [scale, shift](T v) {
+      T y = v * scale + shift;
+      if constexpr (Relu) y = relu_bits(y);
+      return y;
+    };
+    for (int64_t n = 0; n < N; ++n) {
+      const T* p = ch.plane(n);
+      T* y = Y + (n * C + c) * S;
+      if (ss == 1) {
 #pragma omp simd
-        for (int64_t s = 0; s < x.S; ++s) y[s] = p[s] * scale + shift;
+        for (int64_t s = 0; s < S; ++s) y[s] = f(p[s]);
       } else {
-        for (int64_t s = 0; s < x.S; ++s) y[s] = p[s * x.ss] * scale + shift;
+        for (int64_t s = 0; s < S; ++s) y[s] = f(p[s * ss]);
       }
     }
   }
 }
 
 // training: gx = w invstd (g - mean(g) - xhat mean(g xhat)); eval: gx = w invstd g.
-// gw = sum g xhat, gb = sum g, per channel.
-template <typename T>
-void bn_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy_in, const Tensor& x_in,
-                 const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd, bool training) {
-  Planes x = planes(x_in), g = planes(gy_in);
-  const T* X = static_cast<const T*>(x.t.data_ptr());
+// gw = sum g xhat, gb = sum g, per channel. Relu: g is first masked by y > 0 (y the
+// forward's output, [N, C, S]; NaN passes). gxs[j] (contiguous, or undefined: not
+// wanted) is piece j's gradient.
+template <typename T, bool Relu>
+void bn_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb, const Tensor& gy_in,
+                 const std::vector<Tensor>& xs, const Tensor& y, const Tensor& weight, const Tensor& save_mean,
+                 const Tensor& save_invstd, bool training) {
+  Pieces<T> x = pieces<T>(xs);
+  Planes g = planes(gy_in);
+  const int64_t N = x.N, S = x.S, C = int64_t(x.ch.size());
+  std::vector<std::pair<T*, int64_t>> gx_at;  // channel c's gradient: its first plane and the n stride
+  for (size_t j = 0; j < xs.size(); ++j)
+    for (int64_t c = 0; c < xs[j].size(1); ++c)
+      gx_at.push_back(gxs[j].defined() ? std::pair{static_cast<T*>(gxs[j].data_ptr()) + c * S, xs[j].size(1) * S}
+                                       : std::pair<T*, int64_t>{nullptr, 0});
   const T* G = static_cast<const T*>(g.t.data_ptr());
-  T* GX = static_cast<T*>(gx.data_ptr());
+  const T* Y = Relu ? static_cast<const T*>(y.data_ptr()) : nullptr;
   Vec<T> w(weight, T(1)), mean(save_mean, T(0)), invstd(save_invstd, T(1));
   T* GW = gw.defined() ? static_cast<T*>(gw.data_ptr()) : nullptr;
   T* GB = gb.defined() ? static_cast<T*>(gb.data_ptr()) : nullptr;
-  double count = double(x.N * x.S);
-#pragma omp parallel for schedule(static) if (x.t.numel() >= kParallelGrain)
-  for (int64_t c = 0; c < x.C; ++c) {
+  double count = double(N * S);
+#pragma omp parallel for schedule(static) if (N * C * S >= kParallelGrain)
+  for (int64_t c = 0; c < C; ++c) {
+    const Channel<T> ch = x.ch[size_t(c)];
+    const bool unit = ch.ss == 1 && g.ss == 1;
     double sum_g = 0, sum_gd = 0;  // sum g, sum g (x - mean)
-    T m = mean[c];
-    for (int64_t n = 0; n < x.N; ++n) {
-      const T* xp = X + n * x.sn + c * x.sc;
+    const T m = mean[c];
+    auto masked = [](T gv, [[maybe_unused]] const T* yp, [[maybe_unused]] int64_t s) {
+      if constexpr (Relu) return relu_grad_bits(gv, yp[s]);
+      else return gv;
+    };
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xp = ch.plane(n);
       const T* gp = G + n * g.sn + c * g.sc;
-      for (int64_t s = 0; s < x.S; ++s) {
-        double gv = double(gp[s * g.ss]);
-        sum_g += gv;
-        sum_gd += gv * (double(xp[s * x.ss]) - double(m));
+      const T* yp = Relu ? Y + (n * C + c) * S : nullptr;
+      if (unit) {
+        plane_grad_sums<T, Relu>(gp, yp, xp, S, double(m), sum_g, sum_gd);
+      } else {
+        for (int64_t s = 0; s < S; ++s) {
+          double gv = double(masked(gp[s * g.ss], yp, s));
+          sum_g += gv;
+          sum_gd += gv * (double(xp[s * ch.ss]) - double(m));
+        }
       }
     }
     T is = invstd[c];
     if (GW) GW[c] = T(sum_gd * double(is));
     if (GB) GB[c] = T(sum_g);
+    auto [GX, gx_sn] = gx_at[size_t(c)];
+    if (!GX) continue;
     T scale = w[c] * is;
-    T mean_g = training ? T(sum_g / count) : T(0);
-    T k = training ? T(sum_gd / count) * is * is : T(0);  // (x - m) k = xhat mean(g xhat)
-    for (int64_t n = 0; n < x.N; ++n) {
-      const T* xp = X + n * x.sn + c * x.sc;
+    if (!training) {  // dx = w invstd g: x does not enter (a NaN in x leaves dx alone, as PyTorch)
+      for (int64_t n = 0; n < N; ++n) {
+        const T* gp = G + n * g.sn + c * g.sc;
+        const T* yp = Relu ? Y + (n * C + c) * S : nullptr;
+        T* out = GX + n * gx_sn;
+        for (int64_t s = 0; s < S; ++s) out[s] = scale * masked(gp[s * g.ss], yp, s);
+      }
+      continue;
+    }
+    T mean_g = T(sum_g / count);
+    T k = T(sum_gd / count) * is * is;  // (x - m) k = xhat mean(g xhat)
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xp = ch.plane(n);
       const T* gp = G + n * g.sn + c * g.sc;
-      T* out = GX + (n * x.C + c) * x.S;
-      for (int64_t s = 0; s < x.S; ++s) out[s] = scale * (gp[s * g.ss] - mean_g - (xp[s * x.ss] - m) * k);
+      const T* yp = Relu ? Y + (n * C + c) * S : nullptr;
+      T* out = GX + n * gx_sn;
+      if (unit) {
+#pragma omp simd
+        for (int64_t s = 0; s < S; ++s) out[s] = scale * (masked(gp[s], yp, s) - mean_g - (xp[s] - m) * k);
+      } else {
+        for (int64_t s = 0; s < S; ++s)
+          out[s] = scale * (masked(gp[s * g.ss], yp, s) - mean_g - (xp[s * ch.ss] - m) * k);
+      }
     }
   }
 }
@@ -237,7 +395,8 @@ void CpuBackend::batch_norm_forward(const Tensor& out, const Tensor& save_mean, 
                                     const Tensor& running_mean, const Tensor& running_var, bool training,
                                     double momentum, double eps) {
   dispatch_float(x.dtype(), "batch_norm", [&]<typename T>() {
-    bn_forward<T>(out, save_mean, save_invstd, x, weight, bias, running_mean, running_var, training, momentum, eps);
+    bn_forward<T, false>(out, save_mean, save_invstd, {x}, weight, bias, running_mean, running_var, training, momentum,
+                         eps);
   });
 }
 
@@ -245,7 +404,26 @@ void CpuBackend::batch_norm_backward(const Tensor& gx, const Tensor& gw, const T
                                      const Tensor& x, const Tensor& weight, const Tensor& save_mean,
                                      const Tensor& save_invstd, bool training) {
   dispatch_float(x.dtype(), "batch_norm", [&]<typename T>() {
-    bn_backward<T>(gx, gw, gb, gy, x, weight, save_mean, save_invstd, training);
+    bn_backward<T, false>({gx}, gw, gb, gy, {x}, Tensor(), weight, save_mean, save_invstd, training);
+  });
+}
+
+void CpuBackend::batch_norm_relu_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                         const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                                         const Tensor& running_mean, const Tensor& running_var, bool training,
+                                         double momentum, double eps) {
+  dispatch_float(out.dtype(), "batch_norm_relu", [&]<typename T>() {
+    bn_forward<T, true>(out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var, training, momentum,
+                        eps);
+  });
+}
+
+void CpuBackend::batch_norm_relu_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                          const Tensor& gy, const std::vector<Tensor>& xs, const Tensor& y,
+                                          const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                                          bool training) {
+  dispatch_float(y.dtype(), "batch_norm_relu", [&]<typename T>() {
+    bn_backward<T, true>(gxs, gw, gb, gy, xs, y, weight, save_mean, save_invstd, training);
   });
 }
 

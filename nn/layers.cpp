@@ -194,23 +194,45 @@ void BatchNorm::reset_parameters() {
   }
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
-  SiteScope at_caller = at_caller_site();
-  if (x.dim() < min_dim_ || x.dim() > max_dim_ || x.size(1) != num_features) {
+void BatchNorm::check_input(const Dims& shape) const {
+  if (shape.size() < min_dim_ || shape.size() > max_dim_ || shape[1] != num_features) {
     std::string expected = min_dim_ == 4 ? fmt::format("[N, {}, H, W]", num_features)
                                          : fmt::format("[N, {}] or [N, {}, L]", num_features, num_features);
-    fail(type_name().c_str(), fmt::format("expected input {}, got {}", expected, x.shape().str()), kNoSite);
+    fail(type_name().c_str(), fmt::format("expected input {}, got {}", expected, shape.str()), kNoSite);
   }
-  double factor = 0.0;
-  if (is_training() && options.track_running_stats) {
-    // counted on the device: no host sync in a training step
-    backend_for(num_batches_tracked.device()).unary(UnaryOp::add_scalar, num_batches_tracked, num_batches_tracked, 1.0);
-    num_batches_tracked.storage()->bump_version();
-    // momentum = None: a cumulative average, which needs the count on the host
-    factor = options.momentum ? *options.momentum : 1.0 / double(num_batches_tracked.item<int64_t>());
-  }
+}
+
+double BatchNorm::count_batch() {
+  if (!is_training() || !options.track_running_stats) return 0.0;
+  // counted on the device: no host sync in a training step
+  backend_for(num_batches_tracked.device()).unary(UnaryOp::add_scalar, num_batches_tracked, num_batches_tracked, 1.0);
+  num_batches_tracked.storage()->bump_version();
+  // momentum = None: a cumulative average, which needs the count on the host
+  return options.momentum ? *options.momentum : 1.0 / double(num_batches_tracked.item<int64_t>());
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  check_input(x.shape());
+  double factor = count_batch();
   bool use_batch_stats = is_training() || !options.track_running_stats;
   return batch_norm(x, weight, bias, running_mean, running_var, use_batch_stats, factor, options.eps);
+}
+
+Tensor BatchNorm::forward_relu(const std::vector<Tensor>& xs, Site site) {
+  Call call(*this, site);
+  SiteScope at_caller = at_caller_site();
+  if (xs.empty() || !xs[0].defined())
+    fail(type_name().c_str(), "forward_relu: expected a list of defined inputs", kNoSite);
+  Dims shape = xs[0].shape();
+  if (shape.size() >= 2) {  // the rest is batch_norm_relu's to check
+    for (size_t j = 1; j < xs.size(); ++j)
+      if (xs[j].defined() && xs[j].dim() == int(shape.size())) shape[1] += xs[j].size(1);
+    check_input(shape);
+  }
+  double factor = count_batch();
+  bool use_batch_stats = is_training() || !options.track_running_stats;
+  return batch_norm_relu(xs, weight, bias, running_mean, running_var, use_batch_stats, factor, options.eps);
 }
 
 std::string BatchNorm::extra_repr() const {

@@ -119,6 +119,9 @@ struct BatchNormOptions {
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+  // relu(forward(cat(xs, 1))) as one op (batch_norm_relu: no concatenation, one pass, one
+  // saved tensor), called as this module: xs [N, C_j, *] with the C_j summing to num_features.
+  Tensor forward_relu(const std::vector<Tensor>& xs, Site site = {});
   std::string extra_repr() const override;
   void reset_parameters();
   void reset_running_stats();
@@ -131,6 +134,8 @@ class BatchNorm : public Module {
 
  protected:
   BatchNorm(int64_t num_features, BatchNormOptions opt, int min_dim, int max_dim);
+  void check_input(const Dims& shape) const;
+  double count_batch();  // training: counts the batch, returns the momentum to use
   int min_dim_, max_dim_;
 };
 class BatchNorm1d : public BatchNorm {

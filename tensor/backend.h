@@ -179,6 +179,19 @@ class Backend {
   virtual void batch_norm_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy,
                                    const Tensor& x, const Tensor& weight, const Tensor& save_mean,
                                    const Tensor& save_invstd, bool training) = 0;
+  // relu(batch_norm(x)) where x is the concatenation of the pieces `xs` along dim 1 (each
+  // [N, C_j, *], one dtype), never materialised: out [N, sum C_j, *] contiguous. Backward
+  // writes each wanted piece's gradient gxs[j] (undefined: not wanted); relu's mask is
+  // y > 0 (NaN passes). The defaults compose the kernels above (a concatenated copy,
+  // batch_norm, relu); a backend overrides them to read each piece once per pass.
+  virtual void batch_norm_relu_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                       const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                                       double momentum, double eps);
+  virtual void batch_norm_relu_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                        const Tensor& gy, const std::vector<Tensor>& xs, const Tensor& y,
+                                        const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                                        bool training);
   // layer_norm over the last `normalized` elements of each row: x viewed as [rows, normalized]
   virtual void layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                                   const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) = 0;

@@ -236,6 +236,30 @@ class LowPrecisionBackend : public Backend {
                           s.in(save_invstd), training);
     s.finish();
   }
+  void batch_norm_relu_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                               const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                               const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                               double eps) override {
+    if (!low_precision::any_low(xs) && !low_precision::any_low(out, save_mean, save_invstd, weight, bias,
+                                                                running_mean, running_var))
+      return k.batch_norm_relu_forward(out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var,
+                                       training, momentum, eps);
+    Stage s(k);
+    k.batch_norm_relu_forward(s.out(out), s.out(save_mean), s.out(save_invstd), s.in(xs), s.in(weight), s.in(bias),
+                              s.out(running_mean, true), s.out(running_var, true), training, momentum, eps);
+    s.finish();
+  }
+  void batch_norm_relu_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb, const Tensor& gy,
+                                const std::vector<Tensor>& xs, const Tensor& y, const Tensor& weight,
+                                const Tensor& save_mean, const Tensor& save_invstd, bool training) override {
+    if (!low_precision::any_low(gxs) && !low_precision::any_low(xs) &&
+        !low_precision::any_low(gw, gb, gy, y, weight, save_mean, save_invstd))
+      return k.batch_norm_relu_backward(gxs, gw, gb, gy, xs, y, weight, save_mean, save_invstd, training);
+    Stage s(k);
+    k.batch_norm_relu_backward(s.out(gxs, false), s.out(gw), s.out(gb), s.in(gy), s.in(xs), s.in(y), s.in(weight),
+                               s.in(save_mean), s.in(save_invstd), training);
+    s.finish();
+  }
   void layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
                           const Tensor& weight, const Tensor& bias, double eps) override {
     if (!low_precision::any_low(out, save_mean, save_invstd, x, weight, bias))

@@ -20,9 +20,19 @@ DenseLayer::DenseLayer(int64_t in_features, int64_t growth_rate, int64_t bn_size
   register_module("conv2", conv2);
 }
 
+Tensor DenseLayer::operator()(const std::vector<Tensor>& features, Site site) {
+  Call call(*this, site);
+  SiteScope at_caller = at_caller_site();
+  return forward_features(features);
+}
+
 Tensor DenseLayer::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  Tensor y = conv2(relu(norm2(conv1(relu(norm1(x))))));
+  return forward_features({x});
+}
+
+Tensor DenseLayer::forward_features(const std::vector<Tensor>& features) {
+  Tensor y = conv2(norm2.forward_relu({conv1(norm1.forward_relu(features))}));
   return drop_rate > 0 ? dropout(y, drop_rate, is_training()) : y;
 }
 
@@ -39,7 +49,7 @@ DenseBlock::DenseBlock(int64_t num_layers, int64_t in_features, int64_t growth_r
 Tensor DenseBlock::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
   std::vector<Tensor> features{x};
-  for (DenseLayer* layer : layers) features.push_back((*layer)(cat(features, 1)));
+  for (DenseLayer* layer : layers) features.push_back((*layer)(features));
   return cat(features, 1);
 }
 

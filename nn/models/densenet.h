@@ -5,9 +5,10 @@
 //   auto net = nn::models::densenet121({.num_classes = 10, .in_channels = 1});
 //   Tensor pooled = net->features(x);   // [N, 1024] after global average pooling
 //
-// Each dense layer reads the concatenation of the block's input and every earlier layer's
-// output (torch.cat, as torchvision): O(L^2) copying per block. The preallocated-buffer
-// layout of the memory-efficient DenseNet is issue 17's performance work, not done yet.
+// A dense layer reads the block's input and every earlier layer's output through
+// batch_norm_relu, which normalises their channel concatenation without making it: no
+// O(L^2) copying, and per layer one saved tensor (the BN-ReLU output conv1 reads) where
+// torch.cat + BatchNorm + ReLU keep two. Each block concatenates once, at its end.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -32,7 +33,11 @@ struct DenseNetOptions {
 class DenseLayer : public Module {
  public:
   DenseLayer(int64_t in_features, int64_t growth_rate, int64_t bn_size, double drop_rate);
+  using Module::operator();
+  // The layer over the block's features so far (their channels sum to C_in), as a call of this module
+  Tensor operator()(const std::vector<Tensor>& features, Site site = {});
   Tensor forward(const Tensor& x) override;
+  Tensor forward_features(const std::vector<Tensor>& features);
   std::string type_name() const override { return "_DenseLayer"; }
   BatchNorm2d norm1;
   Conv2d conv1;

@@ -34,7 +34,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride)
 // y = relu(bn2(conv2(relu(bn1(conv1 x)))) + shortcut(x))
 Tensor BasicBlock::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  Tensor out = relu(bn1(conv1(x)));
+  Tensor out = bn1.forward_relu({conv1(x)});
   out = bn2(conv2(out));
   return relu(add(out, downsample ? (*downsample)(x) : x));
 }
@@ -59,8 +59,8 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride)
 // y = relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1 x))))))) + shortcut(x))
 Tensor Bottleneck::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  Tensor out = relu(bn1(conv1(x)));
-  out = relu(bn2(conv2(out)));
+  Tensor out = bn1.forward_relu({conv1(x)});
+  out = bn2.forward_relu({conv2(out)});
   out = bn3(conv3(out));
   return relu(add(out, downsample ? (*downsample)(x) : x));
 }

@@ -1,0 +1,50 @@
+// Backend's composed defaults: fused kernels spelled as the primitive kernels they fuse,
+// for backends without a one-pass version (CUDA; f16/bf16 staging reaches the inner one).
+#include "backend.h"
+
+namespace reel {
+namespace {
+
+// The pieces (each [N, C_j, *]) joined along dim 1 into one new tensor of `shape`.
+Tensor concatenated(Backend& b, const std::vector<Tensor>& xs, const Dims& shape) {
+  Tensor x = empty(shape, {.dtype = xs[0].dtype(), .device = xs[0].device()});
+  int64_t c0 = 0;
+  for (const Tensor& p : xs) {
+    if (p.numel()) b.copy(storage_view(x, p.shape(), x.strides(), c0 * x.strides()[1]), p);
+    c0 += p.shape()[1];
+  }
+  return x;
+}
+
+}  // namespace
+
+void Backend::batch_norm_relu_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                      const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                                      const Tensor& running_mean, const Tensor& running_var, bool training,
+                                      double momentum, double eps) {
+  Tensor x = xs.size() == 1 ? xs[0] : concatenated(*this, xs, out.shape());
+  batch_norm_forward(out, save_mean, save_invstd, x, weight, bias, running_mean, running_var, training, momentum,
+                     eps);
+  unary(UnaryOp::relu, out, out);
+}
+
+void Backend::batch_norm_relu_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                       const Tensor& gy, const std::vector<Tensor>& xs, const Tensor& y,
+                                       const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                                       bool training) {
+  Tensor x = xs.size() == 1 ? xs[0] : concatenated(*this, xs, y.shape());
+  Tensor g = empty(y.shape(), {.dtype = y.dtype(), .device = y.device()});
+  binary(BinaryOp::relu_backward, g, gy, y);
+  bool direct = xs.size() == 1 && gxs[0].defined();  // the one piece's gradient is the whole
+  Tensor gx = direct ? gxs[0] : empty(y.shape(), {.dtype = y.dtype(), .device = y.device()});
+  batch_norm_backward(gx, gw, gb, g, x, weight, save_mean, save_invstd, training);
+  if (direct) return;
+  int64_t c0 = 0;
+  for (size_t j = 0; j < xs.size(); ++j) {
+    if (gxs[j].defined() && gxs[j].numel())
+      copy(gxs[j], storage_view(gx, gxs[j].shape(), gx.strides(), c0 * gx.strides()[1]));
+    c0 += xs[j].shape()[1];
+  }
+}
+
+}  // namespace reel
