@@ -331,7 +331,7 @@ void Tracer::op(const debug::OpRecord& r) {
   }
   static const std::set<std::string> kExportable = {
       "linear", "linear_relu", "conv2d", "conv2d_relu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-      "batch_norm", "layer_norm", "relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax", "reshape", "view",
+      "batch_norm", "batch_norm_relu", "layer_norm", "relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax", "reshape", "view",
       "squeeze", "unsqueeze", "flatten", "transpose", "permute", "add", "sub", "mul", "div", "matmul", "embedding",
       "cat"};
   if (!kExportable.count(op)) unsupported(r, "no ONNX form for it in reel's exporter (onnx/export.h lists the ops)");
@@ -387,24 +387,36 @@ void Tracer::op(const debug::OpRecord& r) {
     } else {
       unsupported(r, "windows of unequal size (" + x.shape().str() + " -> " + y.shape().str() + ")");
     }
-  } else if (op == "batch_norm") {
+  } else if (op == "batch_norm" || op == "batch_norm_relu") {
     if (n->ints[0]) unsupported(r, "batch norm in training mode: call model.eval() before exporting");
     // eval: y = x scale + shift per channel, with the very floats the CPU kernel uses
-    // (scale = invstd w, shift = b - mean scale; cpu/norm.cpp)
-    const Tensor& x = r.inputs[0];
-    std::vector<float> mean = n->saved_tensor(2).to_vector<float>(), invstd = n->saved_tensor(3).to_vector<float>();
-    std::vector<float> w = r.inputs[1].defined() ? r.inputs[1].to_vector<float>() : std::vector<float>(mean.size(), 1);
-    std::vector<float> b = r.inputs[2].defined() ? r.inputs[2].to_vector<float>() : std::vector<float>(mean.size(), 0);
+    // (scale = invstd w, shift = b - mean scale; cpu/norm.cpp); batch_norm_relu's pieces
+    // (inputs 0..k-1, saved before w, mean, invstd) are concatenated first
+    const bool fused = op == "batch_norm_relu";
+    const size_t k = fused ? size_t(n->ints[1]) : 1;
+    std::string x = in(0);
+    if (k > 1) {
+      std::vector<std::string> parts;
+      for (size_t i = 0; i < k; ++i) parts.push_back(in(i));
+      x = fresh("bn_input");
+      attr(add("Concat", parts, {x}), "axis", int64_t(1));
+    }
+    const size_t at = fused ? k + 1 : 2;  // the saved mean
+    std::vector<float> mean = n->saved_tensor(at).to_vector<float>(), invstd = n->saved_tensor(at + 1).to_vector<float>();
+    const Tensor& wt = r.inputs[k], &bt = r.inputs[k + 1];
+    std::vector<float> w = wt.defined() ? wt.to_vector<float>() : std::vector<float>(mean.size(), 1);
+    std::vector<float> b = bt.defined() ? bt.to_vector<float>() : std::vector<float>(mean.size(), 0);
     std::vector<float> scale(mean.size()), shift(mean.size());
     for (size_t c = 0; c < mean.size(); ++c) {
       scale[c] = invstd[c] * w[c];
       shift[c] = b[c] - mean[c] * scale[c];
     }
-    Dims shape = Dims::filled(x.dim() - 1, 1);
+    Dims shape = Dims::filled(y.dim() - 1, 1);
     shape[0] = int64_t(mean.size());
-    std::string m = fresh("bn_scaled");
-    add("Mul", {in(0), constant_floats(scale, shape)}, {m});
-    add("Add", {m, constant_floats(shift, shape)}, {out(y, "batch_norm")});
+    std::string m = fresh("bn_scaled"), res = fused ? fresh("batch_norm") : out(y, "batch_norm");
+    add("Mul", {x, constant_floats(scale, shape)}, {m});
+    add("Add", {m, constant_floats(shift, shape)}, {res});
+    if (fused) add("Relu", {res}, {out(y, "relu")});
   } else if (op == "layer_norm") {
     const Tensor& x = r.inputs[0];
     int64_t lead = n->ints[0];

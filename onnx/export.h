@@ -7,7 +7,7 @@
 //   reel::onnx::export_model(model, {x}, "model.onnx", {.opset = 17});
 //
 // Exportable ops (those the samples' and benchmarks' models use): linear (Gemm, or
-// MatMul + Add above 2-D), conv2d, max/avg/adaptive-avg pool, batch_norm in eval mode,
+// MatMul + Add above 2-D), conv2d, max/avg/adaptive-avg pool, batch_norm and batch_norm_relu in eval mode,
 // layer_norm, relu, gelu, tanh, sigmoid, softmax, log_softmax, reshape/view/flatten,
 // squeeze/unsqueeze, transpose/permute, add/sub/mul/div of two tensors, mul by a scalar,
 // matmul, embedding (Gather), cat (Concat), dropout in eval mode (nothing), contiguous/clone, and the
