@@ -46,11 +46,21 @@ DenseBlock::DenseBlock(int64_t num_layers, int64_t in_features, int64_t growth_r
   }
 }
 
-Tensor DenseBlock::forward(const Tensor& x) {
+std::vector<Tensor> DenseBlock::features_of(const Tensor& x, Site site) {
+  Call call(*this, site);
   SiteScope at_caller = at_caller_site();
+  return features_impl(x);
+}
+
+std::vector<Tensor> DenseBlock::features_impl(const Tensor& x) {
   std::vector<Tensor> features{x};
   for (DenseLayer* layer : layers) features.push_back((*layer)(features));
-  return cat(features, 1);
+  return features;
+}
+
+Tensor DenseBlock::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  return cat(features_impl(x), 1);
 }
 
 Transition::Transition(int64_t in_features, int64_t out_features)
@@ -59,9 +69,19 @@ Transition::Transition(int64_t in_features, int64_t out_features)
   register_module("conv", conv);
 }
 
+Tensor Transition::operator()(const std::vector<Tensor>& features, Site site) {
+  Call call(*this, site);
+  SiteScope at_caller = at_caller_site();
+  return forward_features(features);
+}
+
 Tensor Transition::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  return avg_pool2d(conv(relu(norm(x))), {.kernel = 2, .stride = 2});
+  return forward_features({x});
+}
+
+Tensor Transition::forward_features(const std::vector<Tensor>& features) {
+  return avg_pool2d(conv(norm.forward_relu(features)), {.kernel = 2, .stride = 2});
 }
 
 namespace {
@@ -110,10 +130,20 @@ Tensor DenseNet::features(const Tensor& x, Site site) {
   return features_impl(x);
 }
 
+// The modules of features_ in order, with each BatchNorm and the ReLU after it as one
+// batch_norm_relu (norm0 + relu0; norm5 + the final relu), and each dense block's
+// features handed to the next transition (or norm5) unconcatenated.
 Tensor DenseNet::features_impl(const Tensor& x) {
-  Tensor y = x;
-  for (auto& [key, m] : features_) y = (*m)(y);
-  return adaptive_avg_pool2d(relu(y), 1, 1).flatten(1);
+  Tensor y = features_["conv0"](x);
+  y = features_.at<BatchNorm2d>("norm0").forward_relu({y});
+  y = features_["pool0"](y);
+  const size_t blocks = options.block_config.size();
+  for (size_t i = 0; i < blocks; ++i) {
+    std::vector<Tensor> f = features_.at<DenseBlock>(fmt::format("denseblock{}", i + 1)).features_of(y);
+    y = i + 1 < blocks ? features_.at<Transition>(fmt::format("transition{}", i + 1))(f)
+                       : features_.at<BatchNorm2d>("norm5").forward_relu(f);
+  }
+  return adaptive_avg_pool2d(y, 1, 1).flatten(1);
 }
 
 Tensor DenseNet::forward(const Tensor& x) {

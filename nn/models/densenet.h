@@ -8,7 +8,9 @@
 // A dense layer reads the block's input and every earlier layer's output through
 // batch_norm_relu, which normalises their channel concatenation without making it: no
 // O(L^2) copying, and per layer one saved tensor (the BN-ReLU output conv1 reads) where
-// torch.cat + BatchNorm + ReLU keep two. Each block concatenates once, at its end.
+// torch.cat + BatchNorm + ReLU keep two. A block's features go to the next transition
+// (or norm5) as they are: DenseNet concatenates nothing (DenseBlock::forward, called on
+// its own, concatenates once).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -50,7 +52,10 @@ class DenseLayer : public Module {
 class DenseBlock : public Module {
  public:
   DenseBlock(int64_t num_layers, int64_t in_features, int64_t growth_rate, int64_t bn_size, double drop_rate);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override;  // cat(features_of(x), 1)
+  // x and each layer's output, unconcatenated, as a call of this module
+  std::vector<Tensor> features_of(const Tensor& x, Site site = {});
+  std::vector<Tensor> features_impl(const Tensor& x);
   std::string type_name() const override { return "_DenseBlock"; }
   std::vector<DenseLayer*> layers;  // owned children denselayer1, denselayer2, ...
   int64_t in_features, growth_rate;
@@ -60,7 +65,11 @@ class DenseBlock : public Module {
 class Transition : public Module {
  public:
   Transition(int64_t in_features, int64_t out_features);
+  using Module::operator();
+  // over a dense block's features (their channels sum to in_features), as a call of this module
+  Tensor operator()(const std::vector<Tensor>& features, Site site = {});
   Tensor forward(const Tensor& x) override;
+  Tensor forward_features(const std::vector<Tensor>& features);
   std::string type_name() const override { return "_Transition"; }
   BatchNorm2d norm;
   Conv2d conv;
@@ -70,8 +79,9 @@ class DenseNet : public Module {
  public:
   explicit DenseNet(DenseNetOptions opt = {});
   Tensor forward(const Tensor& x) override;
+  // through norm5, ReLU and the global average pool: [N, C]
   Tensor features(const Tensor& x, Site site = {});
-  Tensor features_impl(const Tensor& x);  // features() inside a call already open (forward)  // through norm5, ReLU and the global average pool: [N, C]
+  Tensor features_impl(const Tensor& x);  // features() inside a call already open (forward)
   std::string type_name() const override { return "DenseNet"; }
   ModuleDict features_;  // registered as "features": conv0, norm0, denseblock1, transition1, ..., norm5
   Linear classifier;
