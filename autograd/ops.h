@@ -22,6 +22,8 @@ Tensor reciprocal(const Tensor& x, Site site = {});
 Tensor sin(const Tensor& x, Site site = {});
 Tensor cos(const Tensor& x, Site site = {});
 Tensor relu(const Tensor& x, Site site = {});
+// relu(a + b) in one pass, broadcasting as add: a residual block's end
+Tensor add_relu(const Tensor& a, const Tensor& b, Site site = {});
 Tensor leaky_relu(const Tensor& x, double slope = 0.01, Site site = {});
 // x Phi(x), Phi the standard normal CDF (PyTorch's default); approximate = "tanh" gives
 // x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2, as PyTorch's GELU(approximate='tanh')

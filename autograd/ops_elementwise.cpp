@@ -302,6 +302,20 @@ Tensor add(const Tensor& a, const Tensor& b, Site site) {
   return y;
 }
 
+// y = relu(a + b) in one pass (a residual block's sum and ReLU), broadcasting as add;
+// with g' = g (y > 0): da = g', db = g' (summed to their shapes). Saves y only.
+Tensor add_relu(const Tensor& a, const Tensor& b, Site site) {
+  OpScope op("add_relu", site);
+  Tensor y = binary_forward(op, BinaryOp::add_relu, a, b);
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor gy = relu_grad(g[0], n.saved_tensor(0));
+        if (n.needs_grad(0)) gi[0] = sum_to(gy, n.input_shape(0));
+        if (n.needs_grad(1)) gi[1] = sum_to(gy, n.input_shape(1));
+      }, {&a, &b}, {&y}))
+    n->save(y);
+  return y;
+}
+
 // y = a - b; da = g, db = -g
 Tensor sub(const Tensor& a, const Tensor& b, Site site) {
   OpScope op("sub", site);

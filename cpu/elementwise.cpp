@@ -67,6 +67,11 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
     case BinaryOp::add: return map2<T, T>(out, a, b, [](T x, T y) { return T(x + y); });
     case BinaryOp::sub: return map2<T, T>(out, a, b, [](T x, T y) { return T(x - y); });
     case BinaryOp::mul: return map2<T, T>(out, a, b, [](T x, T y) { return T(x * y); });
+    case BinaryOp::add_relu:
+      return map2<T, T>(out, a, b, [](T x, T y) {
+        T s = T(x + y);
+        return s > T(0) || s != s ? s : T(0);  // NaN stays, as relu
+      });
     case BinaryOp::maximum:
       return map2<T, T>(out, a, b, [](T x, T y) { return (x != x || x > y) ? x : y; });  // NaN propagates
     case BinaryOp::minimum:

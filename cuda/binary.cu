@@ -16,6 +16,7 @@ struct BinaryFn {
     if constexpr (OP == BinaryOp::add) return T(x + y);
     else if constexpr (OP == BinaryOp::sub) return T(x - y);
     else if constexpr (OP == BinaryOp::mul) return T(x * y);
+    else if constexpr (OP == BinaryOp::add_relu) return (x + y > T(0) || x + y != x + y) ? T(x + y) : T(0);  // NaN stays
     else if constexpr (OP == BinaryOp::maximum) return (x != x || x > y) ? x : y;  // NaN propagates
     else if constexpr (OP == BinaryOp::minimum) return (x != x || x < y) ? x : y;
     else if constexpr (OP == BinaryOp::eq) return x == y;
@@ -39,7 +40,7 @@ constexpr bool is_compare(BinaryOp op) {
          op == BinaryOp::gt || op == BinaryOp::ge || op == BinaryOp::logical_and || op == BinaryOp::logical_or;
 }
 constexpr bool any_dtype(BinaryOp op) {
-  return is_compare(op) || op == BinaryOp::add || op == BinaryOp::sub || op == BinaryOp::mul ||
+  return is_compare(op) || op == BinaryOp::add || op == BinaryOp::sub || op == BinaryOp::mul || op == BinaryOp::add_relu ||
          op == BinaryOp::maximum || op == BinaryOp::minimum;
 }
 
@@ -63,7 +64,7 @@ void binary_typed(Context& ctx, BinaryOp op, const Tensor& out, const Tensor& a,
     REEL_BINARY(eq) REEL_BINARY(ne) REEL_BINARY(lt) REEL_BINARY(le) REEL_BINARY(gt) REEL_BINARY(ge)
     REEL_BINARY(logical_and) REEL_BINARY(logical_or)
     REEL_BINARY(div) REEL_BINARY(pow) REEL_BINARY(relu_backward)
-    REEL_BINARY(sigmoid_backward) REEL_BINARY(tanh_backward)
+    REEL_BINARY(sigmoid_backward) REEL_BINARY(tanh_backward) REEL_BINARY(add_relu)
   }
 #undef REEL_BINARY
   throw Error("binary op " + std::to_string(int(op)) + ": not defined for dtype " + dtype_name(a.dtype()));

@@ -332,7 +332,7 @@ void Tracer::op(const debug::OpRecord& r) {
   static const std::set<std::string> kExportable = {
       "linear", "linear_relu", "conv2d", "conv2d_relu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
       "batch_norm", "batch_norm_relu", "layer_norm", "relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax", "reshape", "view",
-      "squeeze", "unsqueeze", "flatten", "transpose", "permute", "add", "sub", "mul", "div", "matmul", "embedding",
+      "squeeze", "unsqueeze", "flatten", "transpose", "permute", "add", "add_relu", "sub", "mul", "div", "matmul", "embedding",
       "cat"};
   if (!kExportable.count(op)) unsupported(r, "no ONNX form for it in reel's exporter (onnx/export.h lists the ops)");
   need_node();
@@ -448,6 +448,10 @@ void Tracer::op(const debug::OpRecord& r) {
   } else if ((op == "add" || op == "sub" || op == "mul" || op == "div") && r.inputs.size() == 2) {
     const char* type = op == "add" ? "Add" : op == "sub" ? "Sub" : op == "mul" ? "Mul" : "Div";
     add(type, {in(0), in(1)}, {out(y, op)});
+  } else if (op == "add_relu") {
+    std::string sum = fresh("add");
+    add("Add", {in(0), in(1)}, {sum});
+    add("Relu", {sum}, {out(y, "relu")});
   } else if (op == "mul" && r.inputs.size() == 1) {
     add("Mul", {in(0), constant_floats({float(n->scalars[0])}, {})}, {out(y, op)});
   } else if (op == "matmul") {

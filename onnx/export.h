@@ -9,7 +9,7 @@
 // Exportable ops (those the samples' and benchmarks' models use): linear (Gemm, or
 // MatMul + Add above 2-D), conv2d, max/avg/adaptive-avg pool, batch_norm and batch_norm_relu in eval mode,
 // layer_norm, relu, gelu, tanh, sigmoid, softmax, log_softmax, reshape/view/flatten,
-// squeeze/unsqueeze, transpose/permute, add/sub/mul/div of two tensors, mul by a scalar,
+// squeeze/unsqueeze, transpose/permute, add/sub/mul/div of two tensors, add_relu (Add, Relu), mul by a scalar,
 // matmul, embedding (Gather), cat (Concat), dropout in eval mode (nothing), contiguous/clone, and the
 // recurrent layers (GRU, LSTM, RNN: one direction, zero initial state, full-length
 // sequences, any number of layers) as ONNX GRU/LSTM/RNN ops. Any other

@@ -14,7 +14,7 @@ using namespace reel;
 namespace {
 
 const char* kUsage =
-    "usage: evaluate_fashion_mnist [--model mlp|cnn] [--out DIR | --checkpoint PATH] [--data DIR]\n"
+    "usage: evaluate_fashion_mnist [--model mlp|cnn|resnet] [--out DIR | --checkpoint PATH] [--data DIR]\n"
     "                              [--device cpu|cuda]\n";
 
 int run(int argc, char** argv) {
@@ -26,7 +26,8 @@ int run(int argc, char** argv) {
                                ? (std::filesystem::path(args["out"]) / (args["model"] + ".safetensors")).string()
                                : args["checkpoint"];
   Device device = fashion::parse_device(args["device"]);
-  nn::Sequential model = fashion::make_model(args["model"]);
+  std::unique_ptr<nn::Module> made = fashion::make_model(args["model"]);
+  nn::Module& model = *made;
   model.load(checkpoint);
   model.to(device);
 

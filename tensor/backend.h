@@ -49,6 +49,7 @@ enum class BinaryOp : uint8_t {
   relu_backward,     // g * (x > 0)
   sigmoid_backward,  // g * y (1 - y), y = sigmoid(x)
   tanh_backward,     // g * (1 - y^2), y = tanh(x)
+  add_relu,          // max(a + b, 0), NaN passing: a residual sum and its ReLU in one pass
 };
 
 enum class ReduceOp : uint8_t { sum, mean, max, min, prod, argmax, argmin };

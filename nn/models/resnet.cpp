@@ -2,6 +2,8 @@
 // bottleneck), forward written as the blocks compute it.
 #include "resnet.h"
 
+#include <fmt/format.h>
+
 #include "../init.h"
 
 namespace reel::nn::models {
@@ -36,7 +38,7 @@ Tensor BasicBlock::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
   Tensor out = bn1.forward_relu({conv1(x)});
   out = bn2(conv2(out));
-  return relu(add(out, downsample ? (*downsample)(x) : x));
+  return add_relu(out, downsample ? (*downsample)(x) : x);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride)
@@ -62,7 +64,7 @@ Tensor Bottleneck::forward(const Tensor& x) {
   Tensor out = bn1.forward_relu({conv1(x)});
   out = bn2.forward_relu({conv2(out)});
   out = bn3(conv3(out));
-  return relu(add(out, downsample ? (*downsample)(x) : x));
+  return add_relu(out, downsample ? (*downsample)(x) : x);
 }
 
 namespace {
@@ -77,13 +79,15 @@ Sequential make_layer(int64_t& in_planes, int64_t planes, int64_t blocks, int64_
 }  // namespace
 
 ResNet::ResNet(bool bottleneck, const int64_t (&block_counts)[4], ResNetOptions opt)
-    : conv1(opt.in_channels, 64, 7, {.stride = 2, .padding = 3, .bias = false}),
-      bn1(64),
+    : conv1(opt.in_channels, opt.width, opt.small_images ? 3 : 7,
+            {.stride = opt.small_images ? 1 : 2, .padding = opt.small_images ? 1 : 3, .bias = false}),
+      bn1(opt.width),
       maxpool(3, {.stride = 2, .padding = 1}),
-      fc(512 * (bottleneck ? Bottleneck::expansion : BasicBlock::expansion), opt.num_classes),
+      fc(8 * opt.width * (bottleneck ? Bottleneck::expansion : BasicBlock::expansion), opt.num_classes),
       options(opt) {
-  int64_t in_planes = 64;
-  const int64_t planes[4] = {64, 128, 256, 512};
+  if (opt.width < 1) throw Error(fmt::format("ResNet: expected a width of at least 1, got {}", opt.width));
+  int64_t in_planes = opt.width;
+  const int64_t planes[4] = {opt.width, 2 * opt.width, 4 * opt.width, 8 * opt.width};
   Sequential* layers[4] = {&layer1, &layer2, &layer3, &layer4};
   for (int i = 0; i < 4; ++i) {
     const int64_t stride = i == 0 ? 1 : 2;
@@ -122,7 +126,8 @@ Tensor ResNet::features(const Tensor& x, Site site) {
 }
 
 Tensor ResNet::features_impl(const Tensor& x) {
-  Tensor y = maxpool(relu(bn1(conv1(x))));
+  Tensor y = bn1.forward_relu({conv1(x)});
+  if (!options.small_images) y = maxpool(y);
   y = layer4(layer3(layer2(layer1(y))));
   return adaptive_avg_pool2d(y, 1, 1).flatten(1);
 }

@@ -23,6 +23,12 @@ struct ResNetOptions {
   int64_t in_channels = 3;
   // torchvision's zero_init_residual: the last batch norm of each block starts at 0
   bool zero_init_residual = false;
+  // channels of layer1 (each later layer doubles them): torchvision's 64; fewer for small
+  // images on a small budget (the names stay torchvision's)
+  int64_t width = 64;
+  // a 3x3 stride-1 stem without the max pool (the CIFAR variant): torchvision's 7x7/2 stem
+  // and pool leave a 28x28 image 7x7 before layer1
+  bool small_images = false;
 };
 
 // Two 3x3 convolutions (ResNet-18/34); expansion 1.
