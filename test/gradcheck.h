@@ -10,6 +10,17 @@
 
 namespace reel::test {
 
+// What f throws as a reel::Error (its message), or "no error"
+template <typename F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 // f64 tensor of `shape` with values in [lo, hi), requiring grad
 inline Tensor input(const Dims& shape, double lo = -1.0, double hi = 1.0) {
   Tensor t = rand(shape, {.dtype = DType::f64});

@@ -148,14 +148,7 @@ TEST_CASE("BatchNorm2d::forward_relu is relu(bn(cat)) and counts the batch", "[n
 }
 
 TEST_CASE("batch_norm_relu errors name the op, what was expected and what came", "[norm][bn_relu][errors]") {
-  auto message = [](auto f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto f) { return reel::test::error_message(f); };
   std::string m = message([] { batch_norm_relu({}, {}, {}, {}, {}, true); });
   CHECK_THAT(m, Catch::Contains("batch_norm_relu") && Catch::Contains("empty"));
   m = message([] { batch_norm_relu({zeros({2, 3, 4}), zeros({2, 3, 5})}, {}, {}, {}, {}, true); });

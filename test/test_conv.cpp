@@ -217,14 +217,7 @@ TEST_CASE("conv2d is twice differentiable (create_graph)", "[conv][grad][grad2]"
 }
 
 TEST_CASE("conv2d errors name the op and the shapes", "[conv][errors]") {
-  auto message = [](auto f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto f) { return reel::test::error_message(f); };
   std::string m = message([] { conv2d(zeros({1, 3, 8, 8}), zeros({4, 2, 3, 3})); });
   CHECK_THAT(m, Catch::Contains("conv2d") && Catch::Contains("[1, 3, 8, 8]") && Catch::Contains("[4, 2, 3, 3]") &&
                     Catch::Contains("test_conv.cpp"));

@@ -137,14 +137,7 @@ TEST_CASE("normalisation is twice differentiable (create_graph)", "[norm][grad][
 }
 
 TEST_CASE("normalisation errors name the op and the shapes", "[norm][errors]") {
-  auto message = [](auto f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto f) { return reel::test::error_message(f); };
   std::string m = message([] { batch_norm(zeros({4}), {}, {}, {}, {}, true); });
   CHECK_THAT(m, Catch::Contains("batch_norm") && Catch::Contains("[4]") && Catch::Contains("test_norm.cpp"));
   m = message([] { batch_norm(zeros({4, 3}), zeros({4}), {}, {}, {}, true); });

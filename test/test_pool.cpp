@@ -144,14 +144,7 @@ TEST_CASE("pooling is twice differentiable (create_graph)", "[pool][grad][grad2]
 }
 
 TEST_CASE("pooling errors name the op and the shapes", "[pool][errors]") {
-  auto message = [](auto f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto f) { return reel::test::error_message(f); };
   std::string m = message([] { max_pool2d(zeros({8, 8})); });  // [C, H, W] is an unbatched input
   CHECK_THAT(m, Catch::Contains("max_pool2d") && Catch::Contains("[8, 8]") && Catch::Contains("test_pool.cpp"));
   m = message([] { max_pool2d(zeros({1, 1, 3, 3}), {.kernel = {4, 4}}); });
