@@ -3,7 +3,7 @@
 #include "tensor/tensor.h"      // Tensor, creation, random numbers (Generator, per-thread default generators)
 #include "tensor/parallel.h"    // set_num_threads, set_flush_subnormals
 #include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
-#include "cpu/memory.h"         // cpu::memory_stats, reset_peak_memory_stats: the CPU allocator's counters
+#include "cpu/memory.h"         // cpu::memory_stats, reset_peak_memory_stats, empty_cache: the CPU allocator
 #include "autograd/autocast.h"  // AutocastGuard: mixed precision for a scope
 #include "autograd/grad_mode.h" // NoGradGuard, no_grad
 #include "autograd/ops.h"       // the differentiable ops and C++ operators

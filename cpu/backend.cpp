@@ -89,7 +89,22 @@ void trim_cache(BlockCache& c, size_t need) {
 }  // namespace
 
 MemoryStats memory_stats() {
-  return {.allocated = g_allocated.load(std::memory_order_relaxed), .peak_allocated = g_peak.load(std::memory_order_relaxed)};
+  size_t cached;
+  {
+    BlockCache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    cached = c.cached;
+  }
+  return {.allocated = g_allocated.load(std::memory_order_relaxed),
+          .peak_allocated = g_peak.load(std::memory_order_relaxed), .cached = cached};
+}
+void empty_cache() {
+  BlockCache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto& [size, blocks] : c.free)
+    for (void* p : blocks) std::free(p);
+  c.free.clear();
+  c.cached = 0;
 }
 void reset_peak_memory_stats() { g_peak.store(g_allocated.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
