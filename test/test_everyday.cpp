@@ -7,82 +7,20 @@
 #include <sstream>
 
 #include "gradcheck.h"
+#include "torch_table.h"
 
 using namespace reel;
 using reel::test::input;
 using V = std::vector<Tensor>;
+using namespace reel::test;
 
 namespace {
 
-// case -> name -> tensor ("=name" for PyTorch's outputs)
-using Table = std::map<std::string, std::map<std::string, Tensor>>;
-
 const Table& table() {
-  static const Table t = [] {
-    Table t;
-    std::ifstream f(std::string(REEL_SOURCE_DIR) + "/test/reference/ops15.txt");
-    REQUIRE(f.good());
-    std::string line;
-    while (std::getline(f, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream in(line);
-      std::string c, name, dt;
-      int rank;
-      in >> c >> name >> dt >> rank;
-      Dims shape;
-      for (int i = 0; i < rank; ++i) {
-        int64_t s;
-        in >> s;
-        shape.push_back(s);
-      }
-      std::vector<double> v;
-      std::string tok;
-      while (in >> tok) v.push_back(std::strtod(tok.c_str(), nullptr));
-      DType d = dt == "f32" ? DType::f32 : dt == "f64" ? DType::f64 : dt == "i64" ? DType::i64 : DType::boolean;
-      Tensor x = from_vector<double>(v, Dims{int64_t(v.size())}, {.dtype = d == DType::boolean ? DType::u8 : d});
-      if (d == DType::boolean) x = x.to(DType::boolean);
-      t[c][name] = x.reshape(shape);
-    }
-    return t;
-  }();
+  static const Table t = load_torch_table("ops15.txt");
   return t;
 }
-
-struct Case {
-  const std::map<std::string, Tensor>& m;
-  std::string name;
-  Tensor in(const std::string& k) const {
-    auto it = m.find(k);
-    REQUIRE(it != m.end());
-    return it->second;
-  }
-  Tensor out(const std::string& k) const { return in("=" + k); }
-};
-Case ref(const std::string& name) {
-  auto it = table().find(name);
-  REQUIRE(it != table().end());
-  return {it->second, name};
-}
-
-// shapes equal, dtypes equal, values within tol (NaN matches NaN, infinities match exactly)
-std::string differ(const Tensor& got, const Tensor& want, double tol = 1e-5) {
-  if (got.shape() != want.shape()) return "shape " + got.shape().str() + " vs " + want.shape().str();
-  if (got.dtype() != want.dtype())
-    return std::string("dtype ") + dtype_name(got.dtype()) + " vs " + dtype_name(want.dtype());
-  std::vector<double> a = got.to(DType::f64).to_vector<double>(), b = want.to(DType::f64).to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) {
-    bool ok = std::isnan(b[i]) ? std::isnan(a[i])
-              : std::isinf(b[i]) ? a[i] == b[i]
-                                 : std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i]));
-    if (!ok) return "element " + std::to_string(i) + ": " + std::to_string(a[i]) + " vs " + std::to_string(b[i]);
-  }
-  return "";
-}
-#define CHECK_MATCHES(got, c, key, ...)                 \
-  do {                                                   \
-    INFO((c).name << " " << key);                        \
-    CHECK(differ(got, (c).out(key), ##__VA_ARGS__) == ""); \
-  } while (0)
+Case ref(const std::string& name) { return find_case(table(), name); }
 
 std::string message_of(const std::function<void()>& f) {
   try {
