@@ -5,7 +5,6 @@
 #include "ops.h"
 
 namespace reel {
-namespace {
 
 // Every tensor defined, one dtype, one device, one rank; all shapes equal except in
 // dim `except` (-1: all shapes equal).
@@ -29,6 +28,8 @@ void check_joinable(const OpScope& op, const std::vector<Tensor>& ts, int except
     }
   }
 }
+
+namespace {
 
 // ts joined along existing dim d, after check_joinable
 Tensor cat_checked(const OpScope& op, const std::vector<Tensor>& ts, int d) {

@@ -155,28 +155,16 @@ Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in
                        const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
                        double eps, Site site) {
   OpScope op("batch_norm_relu", site);
-  if (xs_in.empty()) fail(op.op, "expected at least one input, got an empty list", op.site);
+  check_joinable(op, xs_in, 1);  // as cat(xs, 1) would
   std::vector<Tensor> xs;
-  for (size_t j = 0; j < xs_in.size(); ++j) {
-    check_defined(op, xs_in[j], "an input");
-    xs.push_back(autocast_f32(xs_in[j]));
-  }
+  for (const Tensor& t : xs_in) xs.push_back(autocast_f32(t));
   const Tensor weight = autocast_f32(weight_in), bias = autocast_f32(bias_in);
   const Tensor& x0 = xs[0];
   check_floating(op, x0, "the input");
   if (x0.dim() < 2)
     fail(op.op, fmt::format("expected inputs [N, C, *] of at least 2 dims, got {}", describe(x0)), op.site);
   Dims shape = x0.shape();
-  for (size_t j = 1; j < xs.size(); ++j) {
-    const Tensor& t = xs[j];
-    check_same_device(op, x0, t);
-    bool same = t.dtype() == x0.dtype() && t.dim() == x0.dim();
-    for (int k = 0; same && k < t.dim(); ++k) same = k == 1 || t.shape()[k] == shape[k];
-    if (!same)
-      fail(op.op, fmt::format("expected inputs of one dtype whose shapes agree in every dim but dim 1, got "
-                              "input 0 {} and input {} {}", describe(x0), j, describe(t)), op.site);
-    shape[1] += t.shape()[1];
-  }
+  for (size_t j = 1; j < xs.size(); ++j) shape[1] += xs[j].shape()[1];
   check_bn_args(op, shape, x0, weight, bias, running_mean, running_var, training, eps);
   Tensor y = new_tensor(shape, x0.dtype(), x0.device());
   Tensor mean = new_tensor({shape[1]}, x0.dtype(), x0.device()), invstd = new_tensor({shape[1]}, x0.dtype(), x0.device());
@@ -225,11 +213,9 @@ Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in
         if (y.numel()) {
           backend_of(y).batch_norm_relu_backward(gxs, gw, gb, g[0], xs, y, n.saved_tensor(k), n.saved_tensor(k + 1),
                                                  n.saved_tensor(k + 2), training);
-        } else {
+        } else {  // no elements (then every piece is empty too): zero parameter gradients
           if (gw.defined()) backend_of(y).fill(gw, 0);
           if (gb.defined()) backend_of(y).fill(gb, 0);
-          for (Tensor& t : gxs)
-            if (t.defined() && t.numel()) backend_of(y).fill(t, 0);
         }
         for (size_t j = 0; j < k; ++j) gi[j] = gxs[j];
         gi[k] = gw;

@@ -85,17 +85,7 @@ Pieces<T> pieces(const std::vector<Tensor>& xs) {
 // -ftrapping-math).
 constexpr int kLanes = 8;
 
-// v where relu passes it (v > 0, or NaN), else +0; on the bits
-template <typename T>
-T relu_bits(T v) {
-  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  using I = std::make_signed_t<U>;
-  constexpr U abs_mask = ~U(0) >> 1, inf = std::bit_cast<U>(std::numeric_limits<T>::infinity());
-  U b = std::bit_cast<U>(v);
-  U keep = U(0) - U(I(b) > 0 || (b & abs_mask) > inf);
-  return std::bit_cast<T>(b & keep);
-}
-// g where relu passed y, else +0 (relu's backward: y <= 0 ? 0 : g)
+// g where relu passed y (y > 0, or NaN), else +0: relu's backward, y <= 0 ? 0 : g; on the bits
 template <typename T>
 T relu_grad_bits(T g, T y) {
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
@@ -104,6 +94,11 @@ T relu_grad_bits(T g, T y) {
   U b = std::bit_cast<U>(y);
   U keep = U(0) - U(I(b) > 0 || (b & abs_mask) > inf);
   return std::bit_cast<T>(std::bit_cast<U>(g) & keep);
+}
+// relu(v), NaN passing
+template <typename T>
+T relu_bits(T v) {
+  return relu_grad_bits(v, v);
 }
 
 // sum of p[0..S)
@@ -135,7 +130,6 @@ double plane_centred_sq(const T* p, int64_t S, double mean) {
 // step. 8 floats a step, widened to two 4-lane doubles.
 using f32x8 = float __attribute__((vector_size(32)));
 using i32x8 = int32_t __attribute__((vector_size(32)));
-using f32x4 = float __attribute__((vector_size(16)));
 using f64x4 = double __attribute__((vector_size(32)));
 template <bool Relu>
 void plane_grad_sums_f32(const float* g, const float* y, const float* x, int64_t S, double mean, double& sum_g,
@@ -171,25 +165,28 @@ void plane_grad_sums_f32(const float* g, const float* y, const float* x, int64_t
 // sum g' and sum g' (x - mean), g' = g (Relu: masked by y)
 template <typename T, bool Relu>
 void plane_grad_sums(const T* g, const T* y, const T* x, int64_t S, double mean, double& sum_g, double& sum_gd) {
-  if constexpr (std::is_same_v<T, float>) return plane_grad_sums_f32<Relu>(g, y, x, S, mean, sum_g, sum_gd);
-  constexpr auto gv = [](const T* g, [[maybe_unused]] const T* y, int64_t i) {
-    if constexpr (Relu) return double(relu_grad_bits(g[i], y[i]));
-    else return double(g[i]);
-  };
-  double a[kLanes] = {}, b[kLanes] = {};
-  int64_t s = 0;
-  for (; s + kLanes <= S; s += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      double v = gv(g, y, s + l);
-      a[l] += v;
-      b[l] += v * (double(x[s + l]) - mean);
+  if constexpr (std::is_same_v<T, float>) {
+    plane_grad_sums_f32<Relu>(g, y, x, S, mean, sum_g, sum_gd);
+  } else {
+    constexpr auto gv = [](const T* g, [[maybe_unused]] const T* y, int64_t i) {
+      if constexpr (Relu) return double(relu_grad_bits(g[i], y[i]));
+      else return double(g[i]);
+    };
+    double a[kLanes] = {}, b[kLanes] = {};
+    int64_t s = 0;
+    for (; s + kLanes <= S; s += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        double v = gv(g, y, s + l);
+        a[l] += v;
+        b[l] += v * (double(x[s + l]) - mean);
+      }
+    for (; s < S; ++s) {
+      double v = gv(g, y, s);
+      sum_g += v;
+      sum_gd += v * (double(x[s]) - mean);
     }
-  for (; s < S; ++s) {
-    double v = gv(g, y, s);
-    sum_g += v;
-    sum_gd += v * (double(x[s]) - mean);
+    for (int l = 0; l < kLanes; ++l) sum_g += a[l], sum_gd += b[l];
   }
-  for (int l = 0; l < kLanes; ++l) sum_g += a[l], sum_gd += b[l];
 }
 
 // Per channel: the statistics (in double; unit-stride planes vectorised), then
