@@ -149,6 +149,25 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 Tensor batch_norm_relu(const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, bool training, double momentum = 0.1,
                        double eps = 1e-5, Site site = {});
+// ---- channel-blocked activations: xb [N, C/B, H, W, B], B = 8 or 16, channel c of pixel
+// (h, w) at xb[n][c / B][h][w][c % B] (oneDNN's nChw16c): the layout the CPU's
+// convolutions read without a reorder (conv2d_channel_block). A DenseNet layer's
+// BN-ReLU writes it and its 3x3 convolution reads it (nn::BatchNorm::forward_relu_blocked,
+// nn::Conv2d::forward_blocked). Ordinary tensors: print them, or view them plain with
+// from_channel_blocks, which is xb.permute({0, 1, 4, 2, 3}).reshape({N, C, H, W}).
+// The block B with which conv2d_blocked on x (its device, and its dtype after autocast)
+// runs without any reorder, and faster than conv2d on plain x; 0 where there is none.
+int64_t conv2d_channel_block(const Tensor& x);
+Tensor to_channel_blocks(const Tensor& x, int64_t block, Site site = {});
+Tensor from_channel_blocks(const Tensor& xb, Site site = {});
+// batch_norm_relu(xs, ...) written channel-blocked, in the same pass; pieces [N, C_j, H, W]
+Tensor batch_norm_relu_blocked(const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                               const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                               double eps, int64_t block, Site site = {});
+// conv2d(from_channel_blocks(xb), weight, bias, opt) without the reorder; xb's gradient
+// comes channel-blocked too
+Tensor conv2d_blocked(const Tensor& xb, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {},
+                      Site site = {});
 // normalises over the trailing dims `normalized_shape`
 Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5, Site site = {});

@@ -88,8 +88,9 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Dims& w_shape,
 }
 
 // Checks everything, then y = conv(x, w) + b (then relu) in one backend call.
+// (`as_given`: what the backend reads in x's place, a channel-blocked x; x then only shapes the checks)
 Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
-                    bool relu) {
+                    bool relu, const Tensor& as_given = {}) {
   check_defined(op, x, "the input");
   check_defined(op, w, "the weight");
   check_same_device(op, x, w);
@@ -137,7 +138,7 @@ Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const T
     shape[2 + i] = (padded - extent) / p.stride[i] + 1;
   }
   Tensor y = new_tensor(shape, x.dtype(), x.device());
-  if (y.numel()) backend_of(x).conv2d_forward(y, x, w, b, p, relu);
+  if (y.numel()) backend_of(x).conv2d_forward(y, as_given.defined() ? as_given : x, w, b, p, relu);
   return y;
 }
 
@@ -204,6 +205,109 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
     n->save(n->needs_grad(1) ? xc : Tensor());
     n->save(n->needs_grad(0) ? wc : Tensor());
     n->save(y);
+    remember(n, p);
+  }
+  return y;
+}
+
+int64_t conv2d_channel_block(const Tensor& x) {
+  if (!x.defined()) return 0;
+  DType dt = autocast_active(x) && x.dtype() != DType::f64 && is_floating(x.dtype())
+                 ? autocast_dtype(x.device().type) : x.dtype();
+  return backend_of(x).conv2d_channel_block(dt);
+}
+
+Tensor to_channel_blocks(const Tensor& x, int64_t block, Site site) {
+  OpScope op("to_channel_blocks", site);
+  check_defined(op, x, "the input");
+  check_dim(op, x, 4, "the input [N, C, H, W]");
+  if (block != 8 && block != 16) fail(op.op, fmt::format("expected a channel block of 8 or 16, got {}", block), op.site);
+  if (x.size(1) % block != 0)
+    fail(op.op, fmt::format("expected channels divisible by the block {}, got {}", block, describe(x)), op.site);
+  return x.reshape({x.size(0), x.size(1) / block, block, x.size(2), x.size(3)}).permute({0, 1, 3, 4, 2}).contiguous();
+}
+
+Tensor from_channel_blocks(const Tensor& xb, Site site) {
+  OpScope op("from_channel_blocks", site);
+  check_defined(op, xb, "the input");
+  check_dim(op, xb, 5, "a channel-blocked input [N, C/B, H, W, B]");
+  const Dims& s = xb.shape();
+  return xb.permute({0, 1, 4, 2, 3}).reshape({s[0], s[1] * s[4], s[2], s[3]});
+}
+
+// conv2d on xb [N, C/B, H, W, B]: handed to the backend as it is where the backend reads
+// that block (conv2d_channel_block), else through plain copies; the gradients as conv2d's,
+// the input's blocked again
+Tensor conv2d_blocked(const Tensor& xb_in, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
+  OpScope op("conv2d_blocked", site);
+  check_defined(op, xb_in, "the input");
+  check_dim(op, xb_in, 5, "a channel-blocked input [N, C/B, H, W, B]");
+  const int64_t B = xb_in.size(4);
+  if (B != 8 && B != 16) fail(op.op, fmt::format("expected a channel block of 8 or 16, got {}", describe(xb_in)), op.site);
+  ConvParams p = params_of(opt);
+  const Tensor xb = autocast_lower(xb_in), wc = autocast_lower(weight), bc = autocast_lower(bias);
+  const Dims& s = xb.shape();
+  const Dims plain{s[0], s[1] * B, s[2], s[3]};
+  Tensor y;
+  if (backend_of(xb).conv2d_channel_block(xb.dtype()) == B) {
+    // conv_forward checks and runs x's logical [N, C, H, W]: a view that is never read
+    // stands in for it in the checks, and the backend gets the blocked tensor itself
+    Dims dense_strides{plain[1] * plain[2] * plain[3], plain[2] * plain[3], plain[3], 1};
+    Tensor stand_in = storage_view(xb, plain, dense_strides, xb.offset());
+    y = conv_forward(op, stand_in, wc, bc, p, false, xb);
+  } else {
+    Tensor x = new_tensor(plain, xb.dtype(), xb.device());
+    copy_from_channel_blocks(x, xb);
+    y = conv_forward(op, x, wc, bc, p, false);
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        const Tensor& g = gg[0];
+        ConvParams p = recall(n);
+        Tensor xb = n.saved_tensor(0), w = n.saved_tensor(1);
+        const Dims plain = n.dims;
+        const int64_t B = n.input_shape(0)[4];
+        if (grad_enabled()) {  // create_graph: through conv2d's recorded gradients and view ops
+          if (n.needs_grad(0)) gi[0] = to_channel_blocks(conv2d_input_grad(g, w, plain, p), B);
+          if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(from_channel_blocks(xb), g, n.input_shape(1), p);
+          if (n.needs_grad(2)) gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
+          return;
+        }
+        Backend& be = backend_of(g);
+        const bool direct = be.conv2d_channel_block(g.dtype()) == B;
+        if (n.needs_grad(0)) {
+          Tensor gxb = new_tensor(n.input_shape(0), n.inputs[0].dtype, g.device());
+          if (gxb.numel() && direct) {
+            be.conv2d_backward_data(gxb, g, w, p);
+          } else if (gxb.numel()) {
+            Tensor gx = new_tensor(plain, g.dtype(), g.device());
+            be.conv2d_backward_data(gx, g, w, p);
+            copy_to_channel_blocks(gxb, gx);
+          }
+          gi[0] = gxb;
+        }
+        if (n.needs_grad(1)) {
+          Tensor gw = new_tensor(n.input_shape(1), n.inputs[1].dtype, g.device());
+          Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), n.inputs[2].dtype, g.device()) : Tensor();
+          if (g.numel()) {
+            Tensor x = xb;
+            if (!direct) {
+              x = new_tensor(plain, xb.dtype(), xb.device());
+              copy_from_channel_blocks(x, xb);
+            }
+            be.conv2d_backward_weight(gw, gb, g, x, p);
+          } else {
+            be.fill(gw, 0);
+            if (gb.defined()) be.fill(gb, 0);
+          }
+          gi[1] = gw;
+          gi[2] = gb;
+        } else if (n.needs_grad(2)) {
+          gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
+        }
+      }, {&xb_in, &weight, &bias}, {&y})) {
+    n->save(n->needs_grad(1) ? xb : Tensor());
+    n->save(n->needs_grad(0) ? wc : Tensor());
+    n->dims = plain;
     remember(n, p);
   }
   return y;

@@ -149,62 +149,100 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   return y;
 }
 
+// batch_norm_relu's gradients as recorded ops, for a create_graph backward: batch_norm's
+// composite rule on g (y > 0), the mask a constant; y and g plain [N, C, *]
+namespace {
+void relu_norm_graph_grads(Node& n, const std::vector<Tensor>& xs, const Tensor& y, const Tensor& g, Grads& gi) {
+  const size_t k = xs.size();
+  Tensor x = k == 1 ? xs[0] : cat(xs, 1);
+  Dims red, shape;
+  channel_dims(x.shape(), red, shape);
+  bool want_x = false;
+  for (size_t j = 0; j < k; ++j) want_x = want_x || n.needs_grad(j);
+  NormSaved a{x, n.saved_tensor(k), n.saved_tensor(k + 1), n.saved_tensor(k + 2), n.scalars[0],
+              want_x, n.needs_grad(k), n.needs_grad(k + 1)};
+  Tensor mask = gt(y.detach(), 0.0).to(y.dtype());
+  NormGrads r = composite_grads(a, mul(g, mask), red, red, shape, n.ints[0] != 0);
+  int64_t c0 = 0;
+  for (size_t j = 0; j < k; ++j) {
+    if (n.needs_grad(j)) gi[j] = r.gx.narrow(1, c0, xs[j].size(1));
+    c0 += xs[j].size(1);
+  }
+  gi[k] = r.gw;
+  gi[k + 1] = r.gb;
+}
+
+// batch_norm_relu's inputs checked (as cat(xs, 1) and batch_norm would) and autocast:
+// the pieces, weight and bias in the compute dtype, and the shape of their concatenation
+struct NormReluInputs {
+  std::vector<Tensor> xs;
+  Tensor weight, bias;
+  Dims shape;
+};
+NormReluInputs norm_relu_inputs(const OpScope& op, const std::vector<Tensor>& xs_in, const Tensor& weight,
+                                const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                                bool training, double eps) {
+  check_joinable(op, xs_in, 1);
+  NormReluInputs r;
+  for (const Tensor& t : xs_in) r.xs.push_back(autocast_f32(t));
+  r.weight = autocast_f32(weight), r.bias = autocast_f32(bias);
+  const Tensor& x0 = r.xs[0];
+  check_floating(op, x0, "the input");
+  if (x0.dim() < 2)
+    fail(op.op, fmt::format("expected inputs [N, C, *] of at least 2 dims, got {}", describe(x0)), op.site);
+  r.shape = x0.shape();
+  for (size_t j = 1; j < r.xs.size(); ++j) r.shape[1] += r.xs[j].shape()[1];
+  check_bn_args(op, r.shape, x0, r.weight, r.bias, running_mean, running_var, training, eps);
+  return r;
+}
+
+// what batch_norm_relu and its blocked form save: pieces, weight, mean, invstd, output
+void save_norm_relu(Node& n, const NormReluInputs& in, const Tensor& mean, const Tensor& invstd, const Tensor& y,
+                    bool training, double eps) {
+  for (const Tensor& t : in.xs) n.save(t);
+  n.save(in.weight);
+  n.save(mean);
+  n.save(invstd);
+  n.save(y);
+  n.ints[0] = training;
+  n.ints[1] = int64_t(in.xs.size());
+  n.scalars[0] = eps;
+}
+
+std::vector<const Tensor*> norm_relu_tape_inputs(const NormReluInputs& in) {
+  std::vector<const Tensor*> inputs;
+  for (const Tensor& t : in.xs) inputs.push_back(&t);
+  inputs.push_back(&in.weight);
+  inputs.push_back(&in.bias);
+  return inputs;
+}
+}  // namespace
+
 // y = relu(batch_norm(x)) with x = cat(xs, 1) never made. Saves the pieces and y: with
 // g' = g (y > 0), the rule is batch_norm's on g', each piece taking its channels of dx.
 Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in, const Tensor& bias_in,
                        const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
                        double eps, Site site) {
   OpScope op("batch_norm_relu", site);
-  check_joinable(op, xs_in, 1);  // as cat(xs, 1) would
-  std::vector<Tensor> xs;
-  for (const Tensor& t : xs_in) xs.push_back(autocast_f32(t));
-  const Tensor weight = autocast_f32(weight_in), bias = autocast_f32(bias_in);
-  const Tensor& x0 = xs[0];
-  check_floating(op, x0, "the input");
-  if (x0.dim() < 2)
-    fail(op.op, fmt::format("expected inputs [N, C, *] of at least 2 dims, got {}", describe(x0)), op.site);
-  Dims shape = x0.shape();
-  for (size_t j = 1; j < xs.size(); ++j) shape[1] += xs[j].shape()[1];
-  check_bn_args(op, shape, x0, weight, bias, running_mean, running_var, training, eps);
-  Tensor y = new_tensor(shape, x0.dtype(), x0.device());
-  Tensor mean = new_tensor({shape[1]}, x0.dtype(), x0.device()), invstd = new_tensor({shape[1]}, x0.dtype(), x0.device());
+  const NormReluInputs in = norm_relu_inputs(op, xs_in, weight_in, bias_in, running_mean, running_var, training, eps);
+  const Tensor& x0 = in.xs[0];
+  Tensor y = new_tensor(in.shape, x0.dtype(), x0.device());
+  Tensor mean = new_tensor({in.shape[1]}, x0.dtype(), x0.device()), invstd = new_like(mean);
   if (y.numel()) {
-    backend_of(x0).batch_norm_relu_forward(y, mean, invstd, xs, weight, bias, running_mean, running_var, training,
-                                           momentum, eps);
+    backend_of(x0).batch_norm_relu_forward(y, mean, invstd, in.xs, in.weight, in.bias, running_mean, running_var,
+                                           training, momentum, eps);
     if (training && running_mean.defined()) {
       running_mean.storage()->bump_version();
       running_var.storage()->bump_version();
     }
   }
-  std::vector<const Tensor*> inputs;
-  for (const Tensor& t : xs) inputs.push_back(&t);
-  inputs.push_back(&weight);
-  inputs.push_back(&bias);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         const size_t k = size_t(n.ints[1]);  // pieces: inputs 0..k-1, then weight and bias
         std::vector<Tensor> xs;
         for (size_t j = 0; j < k; ++j) xs.push_back(n.saved_tensor(j));
         Tensor y = n.saved_tensor(k + 3);
         const bool training = n.ints[0] != 0;
-        if (grad_enabled() && y.numel()) {  // create_graph: the mask is a constant
-          Tensor x = k == 1 ? xs[0] : cat(xs, 1);
-          Dims red, shape;
-          channel_dims(x.shape(), red, shape);
-          bool want_x = false;
-          for (size_t j = 0; j < k; ++j) want_x = want_x || n.needs_grad(j);
-          NormSaved a{x, n.saved_tensor(k), n.saved_tensor(k + 1), n.saved_tensor(k + 2), n.scalars[0],
-                      want_x, n.needs_grad(k), n.needs_grad(k + 1)};
-          Tensor mask = gt(y.detach(), 0.0).to(y.dtype());
-          NormGrads r = composite_grads(a, mul(g[0], mask), red, red, shape, training);
-          int64_t c0 = 0;
-          for (size_t j = 0; j < k; ++j) {
-            if (n.needs_grad(j)) gi[j] = r.gx.narrow(1, c0, xs[j].size(1));
-            c0 += xs[j].size(1);
-          }
-          gi[k] = r.gw;
-          gi[k + 1] = r.gb;
-          return;
-        }
+        if (grad_enabled() && y.numel()) return relu_norm_graph_grads(n, xs, y, g[0], gi);
         std::vector<Tensor> gxs(k);
         for (size_t j = 0; j < k; ++j)
           if (n.needs_grad(j)) gxs[j] = new_like(xs[j]);
@@ -220,17 +258,60 @@ Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in
         for (size_t j = 0; j < k; ++j) gi[j] = gxs[j];
         gi[k] = gw;
         gi[k + 1] = gb;
-      }, inputs, {&y})) {
-    for (const Tensor& t : xs) n->save(t);
-    n->save(weight);
-    n->save(mean);
-    n->save(invstd);
-    n->save(y);
-    n->ints[0] = training;
-    n->ints[1] = int64_t(xs.size());
-    n->scalars[0] = eps;
-  }
+      }, norm_relu_tape_inputs(in), {&y}))
+    save_norm_relu(*n, in, mean, invstd, y, training, eps);
   return y;
+}
+
+// batch_norm_relu with z written channel-blocked [N, C/B, H, W, B] by the backend's
+// fused kernel; the backward unblocks gz while applying relu's mask (z > 0)
+Tensor batch_norm_relu_blocked(const std::vector<Tensor>& xs_in, const Tensor& weight_in, const Tensor& bias_in,
+                               const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                               double eps, int64_t block, Site site) {
+  OpScope op("batch_norm_relu_blocked", site);
+  const NormReluInputs in = norm_relu_inputs(op, xs_in, weight_in, bias_in, running_mean, running_var, training, eps);
+  const Tensor& x0 = in.xs[0];
+  if (x0.dim() != 4) fail(op.op, fmt::format("expected pieces [N, C, H, W], got {}", describe(x0)), op.site);
+  if (block != 8 && block != 16) fail(op.op, fmt::format("expected a channel block of 8 or 16, got {}", block), op.site);
+  const Dims& s = in.shape;
+  if (s[1] % block != 0)
+    fail(op.op, fmt::format("expected channels divisible by the block {}, got {} (pieces joined: {})", block, s[1],
+                            s.str()), op.site);
+  Tensor z = new_tensor({s[0], s[1] / block, s[2], s[3], block}, x0.dtype(), x0.device());
+  Tensor mean = new_tensor({s[1]}, x0.dtype(), x0.device()), invstd = new_like(mean);
+  if (z.numel()) {
+    backend_of(x0).batch_norm_relu_blocked_forward(z, mean, invstd, in.xs, in.weight, in.bias, running_mean,
+                                                   running_var, training, momentum, eps);
+    if (training && running_mean.defined()) {
+      running_mean.storage()->bump_version();
+      running_var.storage()->bump_version();
+    }
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        const size_t k = size_t(n.ints[1]);
+        std::vector<Tensor> xs;
+        for (size_t j = 0; j < k; ++j) xs.push_back(n.saved_tensor(j));
+        Tensor z = n.saved_tensor(k + 3);
+        if (grad_enabled() && z.numel())
+          return relu_norm_graph_grads(n, xs, from_channel_blocks(z), from_channel_blocks(g[0]), gi);
+        std::vector<Tensor> gxs(k);
+        for (size_t j = 0; j < k; ++j)
+          if (n.needs_grad(j)) gxs[j] = new_like(xs[j]);
+        Tensor gw = n.needs_grad(k) ? new_tensor(n.input_shape(k), z.dtype(), z.device()) : Tensor();
+        Tensor gb = n.needs_grad(k + 1) ? new_tensor(n.input_shape(k + 1), z.dtype(), z.device()) : Tensor();
+        if (z.numel()) {
+          backend_of(z).batch_norm_relu_blocked_backward(gxs, gw, gb, g[0], xs, z, n.saved_tensor(k),
+                                                         n.saved_tensor(k + 1), n.saved_tensor(k + 2), n.ints[0] != 0);
+        } else {
+          if (gw.defined()) backend_of(z).fill(gw, 0);
+          if (gb.defined()) backend_of(z).fill(gb, 0);
+        }
+        for (size_t j = 0; j < k; ++j) gi[j] = gxs[j];
+        gi[k] = gw;
+        gi[k + 1] = gb;
+      }, norm_relu_tape_inputs(in), {&z}))
+    save_norm_relu(*n, in, mean, invstd, z, training, eps);
+  return z;
 }
 
 // y = (x - mean) invstd w + b over the trailing dims; with h = g w:

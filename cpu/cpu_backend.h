@@ -34,6 +34,7 @@ class CpuBackend final : public Backend {
   void conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) override;
   void conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                               const ConvParams& p) override;
+  int64_t conv2d_channel_block(DType dtype) const override;
   void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) override;
   void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) override;
   void avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) override;
@@ -53,6 +54,14 @@ class CpuBackend final : public Backend {
   void batch_norm_relu_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb, const Tensor& gy,
                                 const std::vector<Tensor>& xs, const Tensor& y, const Tensor& weight,
                                 const Tensor& save_mean, const Tensor& save_invstd, bool training) override;
+  void batch_norm_relu_blocked_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                       const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                                       double momentum, double eps) override;
+  void batch_norm_relu_blocked_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                        const Tensor& gz, const std::vector<Tensor>& xs, const Tensor& z,
+                                        const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                                        bool training) override;
   void layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
                           const Tensor& weight, const Tensor& bias, double eps) override;
   void layer_norm_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,

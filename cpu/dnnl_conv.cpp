@@ -8,6 +8,9 @@
 // and f64 alike: a 1x1 kernel at stride 1 without padding (y[n] = W x[n], pixels as
 // columns) and a kernel covering the whole unpadded input (y = x W^T, images as rows),
 // so a 1x1-conv MLP costs what the dense MLP does. f64 otherwise: direct loops.
+// x (forward, weight gradient) and gx (data gradient) may come channel-blocked, [N, C/B,
+// H, W, B] (nChw{B}c, B = 8 or 16): bound to the primitive as they are, the reorder
+// that a plain x costs is gone (conv2d_channel_block: where oneDNN's kernels read nChw16c).
 #include <fmt/format.h>
 
 #include <optional>
@@ -196,6 +199,19 @@ void finish(const Port& p, Bound& b) {
   if (p.move) p.move->execute(dnnl_stream(), b.inner, b.user);
 }
 
+// A channel-blocked [N, C/B, H, W, B] tensor as the oneDNN memory it is: [N, C, H, W] nChw{B}c
+dnnl::memory::desc blocked_desc(const Tensor& t) {
+  const Dims& s = t.shape();
+  auto tag = s[4] == 16 ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c;
+  return dnnl::memory::desc({s[0], s[1] * s[4], s[2], s[3]}, dnnl_type(t.dtype()), tag);
+}
+dnnl::memory::desc user_desc(const Tensor& t) { return t.dim() == 5 ? blocked_desc(t) : strided_desc(t); }
+// x's [N, C, H, W], blocked or not
+Dims logical_shape(const Tensor& t) {
+  if (t.dim() != 5) return t.shape();
+  return Dims{t.shape()[0], t.shape()[1] * t.shape()[4], t.shape()[2], t.shape()[3]};
+}
+
 // t as oneDNN will read it: its own strides when oneDNN takes them, else a dense copy
 Tensor readable(const Tensor& t) {
   return dnnl_strides_ok(t.shape().data(), t.strides().data(), t.dim()) ? t : dense_copy(t);
@@ -228,9 +244,9 @@ void forward_dnnl(const Tensor& out, const Tensor& x_in, const Tensor& w_in, con
   thread_local PlanCache<FwdPlan> cache;
   FwdPlan& plan = cache.get(key, [&] {
     DType bt = bias.defined() ? bias.dtype() : DType::f32;
-    ConvShape c = conv_shape(x.shape(), w.shape(), out.shape(), p, {x.dtype(), w.dtype(), out.dtype(), bt});
+    ConvShape c = conv_shape(logical_shape(x), w.shape(), out.shape(), p, {x.dtype(), w.dtype(), out.dtype(), bt});
     auto pd = forward_pd(c, bias.defined(), relu);
-    return FwdPlan{dnnl::convolution_forward(pd), make_port(strided_desc(x), pd.src_desc(), true),
+    return FwdPlan{dnnl::convolution_forward(pd), make_port(user_desc(x), pd.src_desc(), true),
                    make_port(weight_desc(w, p.groups), pd.weights_desc(), true),
                    make_port(strided_desc(out), pd.dst_desc(), false), c.bias};
   });
@@ -254,16 +270,17 @@ void backward_data_dnnl(const Tensor& gx, const Tensor& gy_in, const Tensor& w_i
   key_of(key, gy), key_of(key, w), key.add(gx.shape()), key_of(key, p), key.add(int64_t(gx.dtype()));
   thread_local PlanCache<DataPlan> cache;
   DataPlan& plan = cache.get(key, [&] {
-    ConvShape c = conv_shape(gx.shape(), w.shape(), gy.shape(), p, {gx.dtype(), w.dtype(), gy.dtype(), DType::f32});
+    const Dims xs = logical_shape(gx);
+    ConvShape c = conv_shape(xs, w.shape(), gy.shape(), p, {gx.dtype(), w.dtype(), gy.dtype(), DType::f32});
     // the hint is a forward in the compute dtype: oneDNN has no forward from bf16 src to f32 weights
     DType ct = gy.dtype();
-    auto hint = forward_pd(conv_shape(gx.shape(), w.shape(), gy.shape(), p, {ct, ct, ct, DType::f32}), false, false);
+    auto hint = forward_pd(conv_shape(xs, w.shape(), gy.shape(), p, {ct, ct, ct, DType::f32}), false, false);
     dnnl::convolution_backward_data::desc desc(conv_alg(), c.x, c.w, c.y, c.strides,
                                                c.dilates, c.pad_l, c.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_engine(), hint);
     return DataPlan{dnnl::convolution_backward_data(pd), make_port(strided_desc(gy), pd.diff_dst_desc(), true),
                     make_port(weight_desc(w, p.groups), pd.weights_desc(), true),
-                    make_port(strided_desc(gx), pd.diff_src_desc(), false)};
+                    make_port(user_desc(gx), pd.diff_src_desc(), false)};
   });
   Bound bgy = bind(plan.gy, gy, true), bw = bind(plan.w, w, true), bgx = bind(plan.gx, gx, false);
   plan.prim.execute(dnnl_stream(),
@@ -291,9 +308,10 @@ void backward_weight_dnnl(const Tensor& gw, const Tensor& gb, const Tensor& gy_i
   thread_local PlanCache<WeightPlan> cache;
   WeightPlan& plan = cache.get(key, [&] {
     DType bt = gb.defined() ? gb.dtype() : DType::f32;
-    ConvShape c = conv_shape(x.shape(), gw.shape(), gy.shape(), p, {x.dtype(), gw.dtype(), gy.dtype(), bt});
+    const Dims xs = logical_shape(x);
+    ConvShape c = conv_shape(xs, gw.shape(), gy.shape(), p, {x.dtype(), gw.dtype(), gy.dtype(), bt});
     DType ct = gy.dtype();  // as in backward_data_dnnl: the hint runs in the compute dtype
-    auto hint = forward_pd(conv_shape(x.shape(), gw.shape(), gy.shape(), p, {ct, ct, ct, bt}), gb.defined(), false);
+    auto hint = forward_pd(conv_shape(xs, gw.shape(), gy.shape(), p, {ct, ct, ct, bt}), gb.defined(), false);
     auto alg = conv_alg();
     auto desc = gb.defined() ? dnnl::convolution_backward_weights::desc(alg, c.x, c.w, c.bias, c.y, c.strides,
                                                                          c.dilates, c.pad_l, c.pad_r)
@@ -306,7 +324,7 @@ void backward_weight_dnnl(const Tensor& gw, const Tensor& gb, const Tensor& gy_i
       return f32_instead;
     }
     return WeightPlan{dnnl::convolution_backward_weights(pd), make_port(strided_desc(gy), pd.diff_dst_desc(), true),
-                      make_port(strided_desc(x), pd.src_desc(), true),
+                      make_port(user_desc(x), pd.src_desc(), true),
                       make_port(weight_desc(gw, p.groups), pd.diff_weights_desc(), false), c.bias};
   });
   if (plan.in_f32) {
@@ -436,6 +454,7 @@ void backward_weight_loops(const Tensor& gw, const Tensor& gy, const Tensor& x,
 
 void CpuBackend::conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
                                 const ConvParams& p, bool relu) {
+  if (x.dim() == 5) return forward_dnnl(out, x, w, bias, p, relu);
   Lowering l = lowering(x, w, p);
   if (l != Lowering::none) return forward_gemm(l, out, x, w, bias, relu);
   if (x.dtype() == DType::f32 || x.dtype() == DType::bf16) return forward_dnnl(out, x, w, bias, p, relu);
@@ -443,6 +462,7 @@ void CpuBackend::conv2d_forward(const Tensor& out, const Tensor& x, const Tensor
 }
 
 void CpuBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) {
+  if (gx.dim() == 5) return backward_data_dnnl(gx, gy, w, p);
   Lowering l = lowering(gx, w, p);
   if (l != Lowering::none) return backward_data_gemm(l, gx, gy, w);
   if (gy.dtype() == DType::f32 || gy.dtype() == DType::bf16) return backward_data_dnnl(gx, gy, w, p);
@@ -452,7 +472,7 @@ void CpuBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy, const 
 void CpuBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                                         const ConvParams& p) {
   // the pointwise case sums one product per image: oneDNN's 1x1 kernels do that well already
-  if (lowering(x, gw, p) == Lowering::full) {
+  if (x.dim() == 4 && lowering(x, gw, p) == Lowering::full) {
     backward_weight_gemm(gw, gy, x);
   } else if (x.dtype() == DType::f32 || x.dtype() == DType::bf16) {
     return backward_weight_dnnl(gw, gb, gy, x, p);  // oneDNN sums the bias gradient itself
@@ -469,6 +489,13 @@ void CpuBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, cons
     backend_for(kCPU).reduce(ReduceOp::sum, gb4, gy.dtype() == DType::f32 ? gy : dense_copy_as(gy, DType::f32),
                              {0, 2, 3});
   }
+}
+
+int64_t CpuBackend::conv2d_channel_block(DType dtype) const {
+  // oneDNN's AVX-512 kernels (Winograd among them) read nChw16c; AVX2's read nChw8c, but
+  // there batch_norm_relu's blocked write has no vector kernel, so plain is as fast
+  static const bool avx512 = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  return dtype == DType::f32 && avx512 ? 16 : 0;
 }
 
 }  // namespace reel::cpu

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "cpu_backend.h"
 #include "dnnl_common.h"
+#include "channel_blocks.h"
 #include "loops.h"
 
 namespace reel::cpu {
@@ -189,26 +191,38 @@ void plane_grad_sums(const T* g, const T* y, const T* x, int64_t S, double mean,
   }
 }
 
-// Per channel: the statistics (in double; unit-stride planes vectorised), then
-// y = x scale + shift (relu: max(., 0), NaN passing) into out [N, C, S].
-template <typename T, bool Relu>
-void bn_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const std::vector<Tensor>& xs,
-                const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
-                bool training, double momentum, double eps) {
-  Pieces<T> x = pieces<T>(xs);
-  const int64_t N = x.N, S = x.S, C = int64_t(x.ch.size());
-  T* Y = static_cast<T*>(out.data_ptr());
-  T* mean_out = static_cast<T*>(save_mean.data_ptr());
-  T* invstd_out = static_cast<T*>(save_invstd.data_ptr());
-  Vec<T> w(weight, T(1)), b(bias, T(0));
-  T* rm = running_mean.defined() ? static_cast<T*>(running_mean.data_ptr()) : nullptr;
-  T* rv = running_var.defined() ? static_cast<T*>(running_var.data_ptr()) : nullptr;
-  int64_t srm = rm ? running_mean.strides()[0] : 0, srv = rv ? running_var.strides()[0] : 0;
-  double count = double(N * S);
-#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
-  for (int64_t c = 0; c < C; ++c) {
+// The forward's per-channel arguments: the pieces' channel table, the parameters, the
+// statistics written (save_mean, save_invstd, running statistics updated in training).
+template <typename T>
+struct BnForward {
+  Pieces<T> x;
+  Vec<T> w, b;
+  T *mean_out, *invstd_out, *rm, *rv;
+  int64_t srm, srv;
+  bool training;
+  double momentum, eps;
+  BnForward(const std::vector<Tensor>& xs, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& weight,
+            const Tensor& bias, const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+            double eps)
+      : x(pieces<T>(xs)),
+        w(weight, T(1)),
+        b(bias, T(0)),
+        mean_out(static_cast<T*>(save_mean.data_ptr())),
+        invstd_out(static_cast<T*>(save_invstd.data_ptr())),
+        rm(running_mean.defined() ? static_cast<T*>(running_mean.data_ptr()) : nullptr),
+        rv(running_var.defined() ? static_cast<T*>(running_var.data_ptr()) : nullptr),
+        srm(rm ? running_mean.strides()[0] : 0),
+        srv(rv ? running_var.strides()[0] : 0),
+        training(training),
+        momentum(momentum),
+        eps(eps) {}
+
+  // Channel c's statistics (in double; unit-stride planes vectorised), saved and folded
+  // into y = x scale + shift: {scale, shift}
+  std::pair<T, T> coefficients(int64_t c) {
     const Channel<T> ch = x.ch[size_t(c)];
-    const int64_t ss = ch.ss;
+    const int64_t N = x.N, S = x.S, ss = ch.ss;
+    const double count = double(N * S);
     double mean, invstd;
     if (training) {
       double sum = 0, sq = 0;
@@ -239,23 +253,77 @@ void bn_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_i
     }
     mean_out[c] = T(mean);
     invstd_out[c] = T(invstd);
-    T scale = T(invstd) * w[c], shift = b[c] - T(mean) * scale;
-    auto f = [scale, shift](T v) {
+    T scale = T(invstd) * w[c];
+    return {scale, b[c] - T(mean) * scale};
+  }
+};
+
+// Per channel: the statistics, then y = x scale + shift (relu: max(., 0), NaN passing)
+// into out [N, C, S] while the channel's planes are still in cache.
+template <typename T, bool Relu>
+void bn_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const std::vector<Tensor>& xs,
+                const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                bool training, double momentum, double eps) {
+  BnForward<T> f(xs, save_mean, save_invstd, weight, bias, running_mean, running_var, training, momentum, eps);
+  const int64_t N = f.x.N, S = f.x.S, C = int64_t(f.x.ch.size());
+  T* Y = static_cast<T*>(out.data_ptr());
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
+  for (int64_t c = 0; c < C; ++c) {
+    auto [scale, shift] = f.coefficients(c);
+    auto affine = [scale, shift](T v) {
       T y = v * scale + shift;
       if constexpr (Relu) y = relu_bits(y);
       return y;
     };
+    const Channel<T> ch = f.x.ch[size_t(c)];
     for (int64_t n = 0; n < N; ++n) {
       const T* p = ch.plane(n);
       T* y = Y + (n * C + c) * S;
-      if (ss == 1) {
+      if (ch.ss == 1) {
 #pragma omp simd
-        for (int64_t s = 0; s < S; ++s) y[s] = f(p[s]);
+        for (int64_t s = 0; s < S; ++s) y[s] = affine(p[s]);
       } else {
-        for (int64_t s = 0; s < S; ++s) y[s] = f(p[s * ss]);
+        for (int64_t s = 0; s < S; ++s) y[s] = affine(p[s * ch.ss]);
       }
     }
   }
+}
+
+// f32 pieces into out [N, C/B, S, B]: the coefficients per channel, then per (image,
+// block) the B planes written through the transposing kernel (cpu/channel_blocks.h)
+void bn_relu_forward_blocked(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                             const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                             const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                             double eps) {
+  BnForward<float> f(xs, save_mean, save_invstd, weight, bias, running_mean, running_var, training, momentum, eps);
+  const int64_t N = f.x.N, S = f.x.S, C = int64_t(f.x.ch.size()), B = out.shape()[out.dim() - 1], CB = C / B;
+  std::vector<float> scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+  const bool parallel = out.numel() >= kParallelGrain;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < C; ++c) std::tie(scale[size_t(c)], shift[size_t(c)]) = f.coefficients(c);
+  float* Y = static_cast<float*>(out.data_ptr());
+  std::vector<Planes> dense;  // pieces whose planes are not unit-stride: dense copies for this pass
+  std::vector<const float*> first(static_cast<size_t>(C));
+  std::vector<int64_t> sn(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    Channel<float> ch = f.x.ch[size_t(c)];
+    first[size_t(c)] = ch.p, sn[size_t(c)] = ch.sn;
+    if (ch.ss != 1) first[size_t(c)] = nullptr;
+  }
+  for (size_t j = 0, c0 = 0; j < xs.size(); c0 += size_t(xs[j].shape()[1]), ++j) {
+    if (first[c0] || xs[j].shape()[1] == 0) continue;
+    const Planes& d = dense.emplace_back(planes(dense_copy(xs[j])));
+    for (int64_t c = 0; c < d.C; ++c)
+      first[c0 + size_t(c)] = static_cast<const float*>(d.t.data_ptr()) + c * d.sc, sn[c0 + size_t(c)] = d.sn;
+  }
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t cb = 0; cb < CB; ++cb) {
+      const float* plane[64];
+      for (int64_t i = 0; i < B; ++i) plane[i] = first[size_t(cb * B + i)] + n * sn[size_t(cb * B + i)];
+      write_blocked_scale_shift_relu(Y + (n * CB + cb) * S * B, plane, &scale[size_t(cb * B)],
+                                     &shift[size_t(cb * B)], S, B);
+    }
 }
 
 // training: gx = w invstd (g - mean(g) - xhat mean(g xhat)); eval: gx = w invstd g.
@@ -335,6 +403,27 @@ void bn_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor&
       }
     }
   }
+}
+
+// gz and z [N, C/B, S, B] (z: the blocked forward's output): relu's mask applied while
+// moving gz into plain planes, then batch_norm's backward over the pieces
+void bn_relu_backward_blocked(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb, const Tensor& gz,
+                              const std::vector<Tensor>& xs, const Tensor& z, const Tensor& weight,
+                              const Tensor& save_mean, const Tensor& save_invstd, bool training) {
+  const int64_t N = z.shape()[0], CB = z.shape()[1], B = z.shape()[z.dim() - 1], C = CB * B, S = z.numel() / (N * C);
+  Tensor g = empty({N, C, S}, {.dtype = DType::f32});
+  Tensor gzc = gz.is_contiguous() ? gz : dense_copy(gz);
+  const float* GZ = static_cast<const float*>(gzc.data_ptr());
+  const float* Z = static_cast<const float*>(z.data_ptr());
+  float* G = static_cast<float*>(g.data_ptr());
+#pragma omp parallel for collapse(2) schedule(static) if (z.numel() >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t cb = 0; cb < CB; ++cb) {
+      float* plane[64];
+      for (int64_t i = 0; i < B; ++i) plane[i] = G + (n * C + cb * B + i) * S;
+      read_blocked_relu_grad(plane, GZ + (n * CB + cb) * S * B, Z + (n * CB + cb) * S * B, S, B);
+    }
+  bn_backward<float, false>(gxs, gw, gb, g, xs, Tensor(), weight, save_mean, save_invstd, training);
 }
 
 // Rows of a contiguous x [rows, D]; weight and bias made contiguous [D].
@@ -460,6 +549,28 @@ void CpuBackend::batch_norm_relu_backward(const std::vector<Tensor>& gxs, const 
   dispatch_float(y.dtype(), "batch_norm_relu", [&]<typename T>() {
     bn_backward<T, true>(gxs, gw, gb, gy, xs, y, weight, save_mean, save_invstd, training);
   });
+}
+
+void CpuBackend::batch_norm_relu_blocked_forward(const Tensor& out, const Tensor& save_mean,
+                                                 const Tensor& save_invstd, const std::vector<Tensor>& xs,
+                                                 const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                                                 const Tensor& running_var, bool training, double momentum,
+                                                 double eps) {
+  if (out.dtype() != DType::f32)
+    return Backend::batch_norm_relu_blocked_forward(out, save_mean, save_invstd, xs, weight, bias, running_mean,
+                                                    running_var, training, momentum, eps);
+  bn_relu_forward_blocked(out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var, training,
+                          momentum, eps);
+}
+
+void CpuBackend::batch_norm_relu_blocked_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                                  const Tensor& gz, const std::vector<Tensor>& xs, const Tensor& z,
+                                                  const Tensor& weight, const Tensor& save_mean,
+                                                  const Tensor& save_invstd, bool training) {
+  if (z.dtype() != DType::f32)
+    return Backend::batch_norm_relu_blocked_backward(gxs, gw, gb, gz, xs, z, weight, save_mean, save_invstd,
+                                                     training);
+  bn_relu_backward_blocked(gxs, gw, gb, gz, xs, z, weight, save_mean, save_invstd, training);
 }
 
 void CpuBackend::layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,

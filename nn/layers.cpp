@@ -64,16 +64,27 @@ void Conv2d::reset_parameters() { default_init(weight, bias); }
 
 Tensor Conv2d::forward(const Tensor& x) { return forward_impl(x, false); }
 
+namespace {
+reel::Conv2dOptions op_options(const Conv2dOptions& options) {
+  return {.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
+          .groups = options.groups};
+}
+}  // namespace
+
 Tensor Conv2d::forward_impl(const Tensor& x, bool relu) {
   SiteScope at_caller = at_caller_site();
   if (x.dim() != 4 || x.size(1) != in_channels)
     fail("Conv2d", fmt::format("expected input [N, {}, H, W], got {}", in_channels, x.shape().str()), kNoSite);
-  reel::Conv2dOptions o;
-  o.stride = options.stride;
-  o.padding = options.padding;
-  o.dilation = options.dilation;
-  o.groups = options.groups;
-  return relu ? conv2d_relu(x, weight, bias, o) : conv2d(x, weight, bias, o);
+  return relu ? conv2d_relu(x, weight, bias, op_options(options)) : conv2d(x, weight, bias, op_options(options));
+}
+
+Tensor Conv2d::forward_blocked(const Tensor& xb, Site site) {
+  Call call(*this, site);
+  SiteScope at_caller = at_caller_site();
+  if (xb.dim() != 5 || xb.size(1) * xb.size(4) != in_channels)
+    fail("Conv2d", fmt::format("forward_blocked: expected a channel-blocked input [N, {} / B, H, W, B], got {}",
+                               in_channels, xb.shape().str()), kNoSite);
+  return conv2d_blocked(xb, weight, bias, op_options(options));
 }
 
 std::string Conv2d::extra_repr() const {
@@ -219,20 +230,34 @@ Tensor BatchNorm::forward(const Tensor& x) {
   return batch_norm(x, weight, bias, running_mean, running_var, use_batch_stats, factor, options.eps);
 }
 
-Tensor BatchNorm::forward_relu(const std::vector<Tensor>& xs, Site site) {
-  Call call(*this, site);
-  SiteScope at_caller = at_caller_site();
+void BatchNorm::check_pieces(const std::vector<Tensor>& xs, const char* call) const {
   if (xs.empty() || !xs[0].defined())
-    fail(type_name().c_str(), "forward_relu: expected a list of defined inputs", kNoSite);
+    fail(type_name().c_str(), fmt::format("{}: expected a list of defined inputs", call), kNoSite);
   Dims shape = xs[0].shape();
   if (shape.size() >= 2) {  // the rest is batch_norm_relu's to check
     for (size_t j = 1; j < xs.size(); ++j)
       if (xs[j].defined() && xs[j].dim() == int(shape.size())) shape[1] += xs[j].size(1);
     check_input(shape);
   }
+}
+
+Tensor BatchNorm::forward_relu(const std::vector<Tensor>& xs, Site site) {
+  Call call(*this, site);
+  SiteScope at_caller = at_caller_site();
+  check_pieces(xs, "forward_relu");
   double factor = count_batch();
   bool use_batch_stats = is_training() || !options.track_running_stats;
   return batch_norm_relu(xs, weight, bias, running_mean, running_var, use_batch_stats, factor, options.eps);
+}
+
+Tensor BatchNorm::forward_relu_blocked(const std::vector<Tensor>& xs, int64_t block, Site site) {
+  Call call(*this, site);
+  SiteScope at_caller = at_caller_site();
+  check_pieces(xs, "forward_relu_blocked");
+  double factor = count_batch();
+  bool use_batch_stats = is_training() || !options.track_running_stats;
+  return batch_norm_relu_blocked(xs, weight, bias, running_mean, running_var, use_batch_stats, factor, options.eps,
+                                 block);
 }
 
 std::string BatchNorm::extra_repr() const {

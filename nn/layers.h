@@ -55,6 +55,9 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dOptions opt = {});
   Tensor forward(const Tensor& x) override;
   Tensor forward_impl(const Tensor& x, bool relu);  // relu: the convolution and max(., 0) in one op
+  // forward of x given channel-blocked, xb [N, C_in/B, H, W, B] (conv2d_blocked: what
+  // BatchNorm::forward_relu_blocked writes), called as this module
+  Tensor forward_blocked(const Tensor& xb, Site site = {});
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   void reset_parameters();
@@ -122,6 +125,9 @@ class BatchNorm : public Module {
   // relu(forward(cat(xs, 1))) as one op (batch_norm_relu: no concatenation, one pass, one
   // saved tensor), called as this module: xs [N, C_j, *] with the C_j summing to num_features.
   Tensor forward_relu(const std::vector<Tensor>& xs, Site site = {});
+  // the same written channel-blocked, [N, C/block, H, W, block] (batch_norm_relu_blocked),
+  // for a Conv2d's forward_blocked to read without a reorder
+  Tensor forward_relu_blocked(const std::vector<Tensor>& xs, int64_t block, Site site = {});
   std::string extra_repr() const override;
   void reset_parameters();
   void reset_running_stats();
@@ -135,6 +141,7 @@ class BatchNorm : public Module {
  protected:
   BatchNorm(int64_t num_features, BatchNormOptions opt, int min_dim, int max_dim);
   void check_input(const Dims& shape) const;
+  void check_pieces(const std::vector<Tensor>& xs, const char* call) const;  // forward_relu's inputs
   double count_batch();  // training: counts the batch, returns the momentum to use
   int min_dim_, max_dim_;
 };

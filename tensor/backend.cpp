@@ -47,4 +47,56 @@ void Backend::batch_norm_relu_backward(const std::vector<Tensor>& gxs, const Ten
   }
 }
 
+namespace {
+// block cb of blocked [N, C/B, *, B] seen as [N, B, *] (element i of the block is channel cb B + i)
+Tensor block_view(const Tensor& blocked, int64_t cb) {
+  const int d = blocked.dim();
+  Dims shape{blocked.shape()[0], blocked.shape()[d - 1]}, strides{blocked.strides()[0], blocked.strides()[d - 1]};
+  for (int k = 2; k < d - 1; ++k) shape.push_back(blocked.shape()[k]), strides.push_back(blocked.strides()[k]);
+  return storage_view(blocked, shape, strides, blocked.offset() + cb * blocked.strides()[1]);
+}
+// channels [cb B, cb B + B) of plain [N, C, *]
+Tensor channel_view(const Tensor& plain, int64_t cb, int64_t B) {
+  Dims shape = plain.shape();
+  shape[1] = B;
+  return storage_view(plain, shape, plain.strides(), plain.offset() + cb * B * plain.strides()[1]);
+}
+}  // namespace
+
+void copy_to_channel_blocks(const Tensor& blocked, const Tensor& plain) {
+  if (!blocked.numel()) return;
+  for (int64_t cb = 0; cb < blocked.shape()[1]; ++cb)
+    backend_for(plain.device()).copy(block_view(blocked, cb), channel_view(plain, cb, blocked.shape()[blocked.dim() - 1]));
+}
+
+void copy_from_channel_blocks(const Tensor& plain, const Tensor& blocked) {
+  if (!blocked.numel()) return;
+  for (int64_t cb = 0; cb < blocked.shape()[1]; ++cb)
+    backend_for(plain.device()).copy(channel_view(plain, cb, blocked.shape()[blocked.dim() - 1]), block_view(blocked, cb));
+}
+
+void Backend::batch_norm_relu_blocked_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                              const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                                              const Tensor& running_mean, const Tensor& running_var, bool training,
+                                              double momentum, double eps) {
+  Dims shape = xs[0].shape();
+  shape[1] = save_mean.numel();
+  Tensor y = empty(shape, {.dtype = out.dtype(), .device = out.device()});
+  batch_norm_relu_forward(y, save_mean, save_invstd, xs, weight, bias, running_mean, running_var, training, momentum,
+                          eps);
+  copy_to_channel_blocks(out, y);
+}
+
+void Backend::batch_norm_relu_blocked_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                               const Tensor& gz, const std::vector<Tensor>& xs, const Tensor& z,
+                                               const Tensor& weight, const Tensor& save_mean,
+                                               const Tensor& save_invstd, bool training) {
+  Dims shape = xs[0].shape();
+  shape[1] = save_mean.numel();
+  Tensor g = empty(shape, {.dtype = z.dtype(), .device = z.device()}), y = empty(shape, {.dtype = z.dtype(), .device = z.device()});
+  copy_from_channel_blocks(g, gz);
+  copy_from_channel_blocks(y, z);
+  batch_norm_relu_backward(gxs, gw, gb, g, xs, y, weight, save_mean, save_invstd, training);
+}
+
 }  // namespace reel

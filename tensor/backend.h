@@ -161,6 +161,12 @@ class Backend {
   virtual void conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                                       const ConvParams& p) = 0;
 
+  // The channel block B for which conv2d_forward / _backward_weight take x, and
+  // conv2d_backward_data writes gx, as [N, C/B, H, W, B] (channel-blocked, oneDNN's
+  // nChw{B}c) with no reorder, and for which that beats the plain layout; 0: none
+  // (then the ops hand this backend plain tensors only).
+  virtual int64_t conv2d_channel_block(DType) const { return 0; }
+
   // ---- pooling, NCHW; indices (i64, flat h*W+w within a plane) only for max
   virtual void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) = 0;
   virtual void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) = 0;
@@ -193,6 +199,18 @@ class Backend {
                                         const Tensor& gy, const std::vector<Tensor>& xs, const Tensor& y,
                                         const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
                                         bool training);
+  // The same op written in / read from the channel-blocked layout out [N, C/B, *, B]
+  // (oneDNN's nChw16c for B = 16): what conv2d reads without a reorder where
+  // conv2d_channel_block says so. Backward takes gz and the forward's z in that layout.
+  // The defaults compose the two above with copies between the layouts.
+  virtual void batch_norm_relu_blocked_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                               const std::vector<Tensor>& xs, const Tensor& weight,
+                                               const Tensor& bias, const Tensor& running_mean,
+                                               const Tensor& running_var, bool training, double momentum, double eps);
+  virtual void batch_norm_relu_blocked_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                                const Tensor& gz, const std::vector<Tensor>& xs, const Tensor& z,
+                                                const Tensor& weight, const Tensor& save_mean,
+                                                const Tensor& save_invstd, bool training);
   // layer_norm over the last `normalized` elements of each row: x viewed as [rows, normalized]
   virtual void layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                                   const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) = 0;
@@ -302,5 +320,11 @@ class Backend {
 Backend& backend_for(Device device);
 // Backends register themselves at static-initialisation time.
 void register_backend(DeviceType type, Backend* (*get)(int index));
+
+// Copies between a plain x [N, C, *] and its channel-blocked form [N, C/B, *, B] (any
+// strides on the plain side; the blocked side as given), one strided copy per block on
+// the tensors' backend: the fallbacks where a backend has no fused layout change.
+void copy_to_channel_blocks(const Tensor& blocked, const Tensor& plain);
+void copy_from_channel_blocks(const Tensor& plain, const Tensor& blocked);
 
 }  // namespace reel
