@@ -166,6 +166,7 @@ class LowPrecisionBackend : public Backend {
     k.conv2d_forward(s.out(out), s.in(x), s.in(w), s.in(bias), p, relu);
     s.finish();
   }
+  int64_t conv2d_channel_block(DType dtype) const override { return k.conv2d_channel_block(dtype); }
   void conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) override {
     if (!low_precision::any_low(gx, gy, w) || native_product(gx, gy, w, Tensor())) return k.conv2d_backward_data(gx, gy, w, p);
     Stage s(k);
@@ -259,6 +260,27 @@ class LowPrecisionBackend : public Backend {
     k.batch_norm_relu_backward(s.out(gxs, false), s.out(gw), s.out(gb), s.in(gy), s.in(xs), s.in(y), s.in(weight),
                                s.in(save_mean), s.in(save_invstd), training);
     s.finish();
+  }
+  // low precision: the composed default (batch_norm_relu above, staged, and layout copies)
+  void batch_norm_relu_blocked_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                       const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                                       double momentum, double eps) override {
+    if (!low_precision::any_low(xs) && !low_precision::any_low(out, save_mean, save_invstd, weight, bias,
+                                                                running_mean, running_var))
+      return k.batch_norm_relu_blocked_forward(out, save_mean, save_invstd, xs, weight, bias, running_mean,
+                                               running_var, training, momentum, eps);
+    Backend::batch_norm_relu_blocked_forward(out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var,
+                                             training, momentum, eps);
+  }
+  void batch_norm_relu_blocked_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                        const Tensor& gz, const std::vector<Tensor>& xs, const Tensor& z,
+                                        const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                                        bool training) override {
+    if (!low_precision::any_low(gxs) && !low_precision::any_low(xs) &&
+        !low_precision::any_low(gw, gb, gz, z, weight, save_mean, save_invstd))
+      return k.batch_norm_relu_blocked_backward(gxs, gw, gb, gz, xs, z, weight, save_mean, save_invstd, training);
+    Backend::batch_norm_relu_blocked_backward(gxs, gw, gb, gz, xs, z, weight, save_mean, save_invstd, training);
   }
   void layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
                           const Tensor& weight, const Tensor& bias, double eps) override {

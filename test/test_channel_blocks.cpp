@@ -82,6 +82,20 @@ TEST_CASE("to_channel_blocks puts channel c of pixel (h, w) at [n][c / B][h][w][
   }
 }
 
+TEST_CASE("conv2d_channel_block is 16 for f32 on AVX-512 CPUs (the direct paths below run there)",
+          "[channel_blocks]") {
+  Tensor x = zeros({1, 16, 2, 2});
+  if (vector_isa() != VectorIsa::avx512) {
+    CHECK(conv2d_channel_block(x) == 0);
+    WARN("no AVX-512 on this CPU: the channel-blocked ops run their fallbacks only");
+    return;
+  }
+  CHECK(conv2d_channel_block(x) == 16);
+  CHECK(conv2d_channel_block(x.to(DType::f64)) == 0);
+  AutocastGuard amp({.dtype = DType::bf16});
+  CHECK(conv2d_channel_block(x) == 0);  // the convolution would run in bf16
+}
+
 TEST_CASE("batch_norm_relu_blocked equals the blocked batch_norm_relu in values, statistics and gradients",
           "[channel_blocks][bn_relu]") {
   manual_seed(11);
