@@ -260,6 +260,13 @@ Tensor BatchNorm::forward_relu_blocked(const std::vector<Tensor>& xs, int64_t bl
                                  block);
 }
 
+Tensor conv_after_norm_relu(Conv2d& conv, BatchNorm& norm, const std::vector<Tensor>& xs) {
+  int64_t block = xs.empty() ? 0 : conv2d_channel_block(xs[0]);
+  if (block && norm.num_features % block == 0 && conv.in_channels == norm.num_features)
+    return conv.forward_blocked(norm.forward_relu_blocked(xs, block));
+  return conv(norm.forward_relu(xs));
+}
+
 std::string BatchNorm::extra_repr() const {
   std::string m = options.momentum ? fmt::format("{}", *options.momentum) : "None";
   return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features, options.eps, m,

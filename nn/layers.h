@@ -156,6 +156,13 @@ class BatchNorm2d : public BatchNorm {
   std::string type_name() const override { return "BatchNorm2d"; }
 };
 
+// conv(relu(norm(cat(xs, 1)))), each module called as itself: where conv's backend reads a
+// channel-blocked input (conv2d_channel_block; oneDNN's nChw16c on AVX-512 CPUs), norm's
+// BN-ReLU writes those blocks in its own pass and conv reads them with no reorder
+// (forward_relu_blocked, forward_blocked); else forward_relu and conv(x). ResNet's and
+// DenseNet's BN-ReLU -> 3x3 convolution steps.
+Tensor conv_after_norm_relu(Conv2d& conv, BatchNorm& norm, const std::vector<Tensor>& xs);
+
 // Layer normalisation over the trailing dims `normalized_shape`; y has x's shape.
 // weight 1, bias 0, each of shape normalized_shape.
 struct LayerNormOptions {

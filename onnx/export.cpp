@@ -331,7 +331,7 @@ void Tracer::op(const debug::OpRecord& r) {
   }
   static const std::set<std::string> kExportable = {
       "linear", "linear_relu", "conv2d", "conv2d_relu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-      "batch_norm", "batch_norm_relu", "layer_norm", "relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax", "reshape", "view",
+      "batch_norm", "batch_norm_relu", "batch_norm_relu_blocked", "conv2d_blocked", "layer_norm", "relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax", "reshape", "view",
       "squeeze", "unsqueeze", "flatten", "transpose", "permute", "add", "add_relu", "sub", "mul", "div", "matmul", "embedding",
       "cat"};
   if (!kExportable.count(op)) unsupported(r, "no ONNX form for it in reel's exporter (onnx/export.h lists the ops)");
@@ -355,10 +355,17 @@ void Tracer::op(const debug::OpRecord& r) {
       if (has_bias) add("Add", {mm, in(2)}, {res});
     }
     if (op == "linear_relu") add("Relu", {res}, {out(y, "relu")});
-  } else if (op == "conv2d" || op == "conv2d_relu") {
+  } else if (op == "conv2d" || op == "conv2d_relu" || op == "conv2d_blocked") {
     std::vector<std::string> ins{in(0), in(1)};
+    if (op == "conv2d_blocked") {  // [N, C/B, H, W, B] -> [N, C, H, W] first
+      const Tensor& xb = r.inputs[0];
+      std::string t = fresh("unblock_transpose"), plain = fresh("unblocked");
+      attr(add("Transpose", {ins[0]}, {t}), "perm", std::vector<int64_t>{0, 1, 4, 2, 3});
+      add("Reshape", {t, constant_ints({0, xb.size(1) * xb.size(4), xb.size(2), xb.size(3)})}, {plain});
+      ins[0] = plain;
+    }
     if (r.inputs.size() > 2 && r.inputs[2].defined()) ins.push_back(in(2));
-    std::string res = op == "conv2d" ? out(y, "conv") : fresh("conv");
+    std::string res = op == "conv2d_relu" ? fresh("conv") : out(y, "conv");
     auto* c = add("Conv", ins, {res});
     const Tensor& w = r.inputs[1];
     attr(c, "kernel_shape", std::vector<int64_t>{w.size(2), w.size(3)});
@@ -387,12 +394,12 @@ void Tracer::op(const debug::OpRecord& r) {
     } else {
       unsupported(r, "windows of unequal size (" + x.shape().str() + " -> " + y.shape().str() + ")");
     }
-  } else if (op == "batch_norm" || op == "batch_norm_relu") {
+  } else if (op == "batch_norm" || op == "batch_norm_relu" || op == "batch_norm_relu_blocked") {
     if (n->ints[0]) unsupported(r, "batch norm in training mode: call model.eval() before exporting");
     // eval: y = x scale + shift per channel, with the very floats the CPU kernel uses
     // (scale = invstd w, shift = b - mean scale; cpu/norm.cpp); batch_norm_relu's pieces
     // (inputs 0..k-1, saved before w, mean, invstd) are concatenated first
-    const bool fused = op == "batch_norm_relu";
+    const bool blocked = op == "batch_norm_relu_blocked", fused = op == "batch_norm_relu" || blocked;
     const size_t k = fused ? size_t(n->ints[1]) : 1;
     std::string x = in(0);
     if (k > 1) {
@@ -411,12 +418,19 @@ void Tracer::op(const debug::OpRecord& r) {
       scale[c] = invstd[c] * w[c];
       shift[c] = b[c] - mean[c] * scale[c];
     }
-    Dims shape = Dims::filled(y.dim() - 1, 1);
+    const int plain_dims = r.inputs[0].dim();
+    Dims shape = Dims::filled(plain_dims - 1, 1);
     shape[0] = int64_t(mean.size());
     std::string m = fresh("bn_scaled"), res = fused ? fresh("batch_norm") : out(y, "batch_norm");
     add("Mul", {x, constant_floats(scale, shape)}, {m});
     add("Add", {m, constant_floats(shift, shape)}, {res});
-    if (fused) add("Relu", {res}, {out(y, "relu")});
+    if (fused && !blocked) add("Relu", {res}, {out(y, "relu")});
+    if (blocked) {  // [N, C, H, W] -> [N, C/B, B, H, W] -> [N, C/B, H, W, B]
+      std::string relu = fresh("relu"), split = fresh("channel_blocks");
+      add("Relu", {res}, {relu});
+      add("Reshape", {relu, constant_ints({0, y.size(1), y.size(4), y.size(2), y.size(3)})}, {split});
+      attr(add("Transpose", {split}, {out(y, "blocked")}), "perm", std::vector<int64_t>{0, 1, 3, 4, 2});
+    }
   } else if (op == "layer_norm") {
     const Tensor& x = r.inputs[0];
     int64_t lead = n->ints[0];

@@ -35,10 +35,7 @@ Tensor DenseLayer::forward(const Tensor& x) {
 // BN-ReLU writes it there in its own pass, so neither conv2's forward nor its weight
 // gradient reorders the 128-channel input, and its input gradient comes back blocked.
 Tensor DenseLayer::forward_features(const std::vector<Tensor>& features) {
-  Tensor h = conv1(norm1.forward_relu(features));
-  const int64_t block = conv2d_channel_block(h);
-  Tensor y = block && h.size(1) % block == 0 ? conv2.forward_blocked(norm2.forward_relu_blocked({h}, block))
-                                             : conv2(norm2.forward_relu({h}));
+  Tensor y = conv_after_norm_relu(conv2, norm2, {conv1(norm1.forward_relu(features))});
   return drop_rate > 0 ? dropout(y, drop_rate, is_training()) : y;
 }
 

@@ -36,8 +36,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride)
 // y = relu(bn2(conv2(relu(bn1(conv1 x)))) + shortcut(x))
 Tensor BasicBlock::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  Tensor out = bn1.forward_relu({conv1(x)});
-  out = bn2(conv2(out));
+  Tensor out = bn2(conv_after_norm_relu(conv2, bn1, {conv1(x)}));
   return add_relu(out, downsample ? (*downsample)(x) : x);
 }
 
@@ -61,8 +60,7 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride)
 // y = relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1 x))))))) + shortcut(x))
 Tensor Bottleneck::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
-  Tensor out = bn1.forward_relu({conv1(x)});
-  out = bn2.forward_relu({conv2(out)});
+  Tensor out = bn2.forward_relu({conv_after_norm_relu(conv2, bn1, {conv1(x)})});
   out = bn3(conv3(out));
   return add_relu(out, downsample ? (*downsample)(x) : x);
 }
