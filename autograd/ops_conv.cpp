@@ -142,6 +142,25 @@ Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const T
   return y;
 }
 
+// gi[1] = dW and gi[2] = db of a conv node through the backend kernels, x as the backend reads it
+void weight_grads(Node& n, const Tensor& g, const Tensor& x, const ConvParams& p, Grads& gi) {
+  if (n.needs_grad(1)) {
+    Backend& be = backend_of(g);
+    Tensor gw = new_tensor(n.input_shape(1), n.inputs[1].dtype, g.device());
+    Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), n.inputs[2].dtype, g.device()) : Tensor();
+    if (g.numel()) {
+      be.conv2d_backward_weight(gw, gb, g, x, p);
+    } else {
+      be.fill(gw, 0);
+      if (gb.defined()) be.fill(gb, 0);
+    }
+    gi[1] = gw;
+    gi[2] = gb;
+  } else if (n.needs_grad(2)) {
+    gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
+  }
+}
+
 // dx = conv_transpose(g, W), dW = correlate(x, g), db = sum of g over N, H, W; each in
 // its input's dtype (under autocast the saved x and W are bf16/f16 copies of f32 inputs,
 // and the backend accumulates the f32 gradients directly)
@@ -154,26 +173,12 @@ void conv_grads(Node& n, const Tensor& g, Grads& gi) {
     if (n.needs_grad(2)) gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
     return;
   }
-  Backend& be = backend_of(g);
   if (n.needs_grad(0)) {
     Tensor gx = new_tensor(n.input_shape(0), n.inputs[0].dtype, g.device());
-    if (gx.numel()) be.conv2d_backward_data(gx, g, n.saved_tensor(1), p);
+    if (gx.numel()) backend_of(g).conv2d_backward_data(gx, g, n.saved_tensor(1), p);
     gi[0] = gx;
   }
-  if (n.needs_grad(1)) {
-    Tensor gw = new_tensor(n.input_shape(1), n.inputs[1].dtype, g.device());
-    Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), n.inputs[2].dtype, g.device()) : Tensor();
-    if (g.numel()) {
-      be.conv2d_backward_weight(gw, gb, g, n.saved_tensor(0), p);
-    } else {
-      be.fill(gw, 0);
-      if (gb.defined()) be.fill(gb, 0);
-    }
-    gi[1] = gw;
-    gi[2] = gb;
-  } else if (n.needs_grad(2)) {
-    gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
-  }
+  weight_grads(n, g, n.saved_tensor(0), p, gi);
 }
 
 }  // namespace
@@ -285,25 +290,12 @@ Tensor conv2d_blocked(const Tensor& xb_in, const Tensor& weight, const Tensor& b
           }
           gi[0] = gxb;
         }
-        if (n.needs_grad(1)) {
-          Tensor gw = new_tensor(n.input_shape(1), n.inputs[1].dtype, g.device());
-          Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), n.inputs[2].dtype, g.device()) : Tensor();
-          if (g.numel()) {
-            Tensor x = xb;
-            if (!direct) {
-              x = new_tensor(plain, xb.dtype(), xb.device());
-              copy_from_channel_blocks(x, xb);
-            }
-            be.conv2d_backward_weight(gw, gb, g, x, p);
-          } else {
-            be.fill(gw, 0);
-            if (gb.defined()) be.fill(gb, 0);
-          }
-          gi[1] = gw;
-          gi[2] = gb;
-        } else if (n.needs_grad(2)) {
-          gi[2] = sum(g.to(n.inputs[2].dtype), {0, 2, 3});
+        Tensor x = xb;
+        if (!direct && n.needs_grad(1) && g.numel()) {
+          x = new_tensor(plain, xb.dtype(), xb.device());
+          copy_from_channel_blocks(x, xb);
         }
+        weight_grads(n, g, x, p, gi);
       }, {&xb_in, &weight, &bias}, {&y})) {
     n->save(n->needs_grad(1) ? xb : Tensor());
     n->save(n->needs_grad(0) ? wc : Tensor());

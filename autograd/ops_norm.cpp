@@ -216,6 +216,36 @@ std::vector<const Tensor*> norm_relu_tape_inputs(const NormReluInputs& in) {
   inputs.push_back(&in.bias);
   return inputs;
 }
+// The backward of batch_norm_relu (blocked: of its blocked form, where the output y and
+// g are [N, C/B, H, W, B]): the backend's fused kernel, or recorded ops under create_graph
+void norm_relu_grads(Node& n, const Tensor& g, Grads& gi, bool blocked) {
+  const size_t k = size_t(n.ints[1]);  // pieces: inputs 0..k-1, then weight and bias
+  std::vector<Tensor> xs;
+  for (size_t j = 0; j < k; ++j) xs.push_back(n.saved_tensor(j));
+  const Tensor y = n.saved_tensor(k + 3), w = n.saved_tensor(k), mean = n.saved_tensor(k + 1),
+               invstd = n.saved_tensor(k + 2);
+  const bool training = n.ints[0] != 0;
+  if (grad_enabled() && y.numel())
+    return blocked ? relu_norm_graph_grads(n, xs, from_channel_blocks(y), from_channel_blocks(g), gi)
+                   : relu_norm_graph_grads(n, xs, y, g, gi);
+  std::vector<Tensor> gxs(k);
+  for (size_t j = 0; j < k; ++j)
+    if (n.needs_grad(j)) gxs[j] = new_like(xs[j]);
+  Tensor gw = n.needs_grad(k) ? new_tensor(n.input_shape(k), y.dtype(), y.device()) : Tensor();
+  Tensor gb = n.needs_grad(k + 1) ? new_tensor(n.input_shape(k + 1), y.dtype(), y.device()) : Tensor();
+  Backend& be = backend_of(y);
+  if (y.numel() && blocked) {
+    be.batch_norm_relu_blocked_backward(gxs, gw, gb, g, xs, y, w, mean, invstd, training);
+  } else if (y.numel()) {
+    be.batch_norm_relu_backward(gxs, gw, gb, g, xs, y, w, mean, invstd, training);
+  } else {  // no elements (then every piece is empty too): zero parameter gradients
+    if (gw.defined()) be.fill(gw, 0);
+    if (gb.defined()) be.fill(gb, 0);
+  }
+  for (size_t j = 0; j < k; ++j) gi[j] = gxs[j];
+  gi[k] = gw;
+  gi[k + 1] = gb;
+}
 }  // namespace
 
 // y = relu(batch_norm(x)) with x = cat(xs, 1) never made. Saves the pieces and y: with
@@ -237,27 +267,7 @@ Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in
     }
   }
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        const size_t k = size_t(n.ints[1]);  // pieces: inputs 0..k-1, then weight and bias
-        std::vector<Tensor> xs;
-        for (size_t j = 0; j < k; ++j) xs.push_back(n.saved_tensor(j));
-        Tensor y = n.saved_tensor(k + 3);
-        const bool training = n.ints[0] != 0;
-        if (grad_enabled() && y.numel()) return relu_norm_graph_grads(n, xs, y, g[0], gi);
-        std::vector<Tensor> gxs(k);
-        for (size_t j = 0; j < k; ++j)
-          if (n.needs_grad(j)) gxs[j] = new_like(xs[j]);
-        Tensor gw = n.needs_grad(k) ? new_tensor(n.input_shape(k), y.dtype(), y.device()) : Tensor();
-        Tensor gb = n.needs_grad(k + 1) ? new_tensor(n.input_shape(k + 1), y.dtype(), y.device()) : Tensor();
-        if (y.numel()) {
-          backend_of(y).batch_norm_relu_backward(gxs, gw, gb, g[0], xs, y, n.saved_tensor(k), n.saved_tensor(k + 1),
-                                                 n.saved_tensor(k + 2), training);
-        } else {  // no elements (then every piece is empty too): zero parameter gradients
-          if (gw.defined()) backend_of(y).fill(gw, 0);
-          if (gb.defined()) backend_of(y).fill(gb, 0);
-        }
-        for (size_t j = 0; j < k; ++j) gi[j] = gxs[j];
-        gi[k] = gw;
-        gi[k + 1] = gb;
+        norm_relu_grads(n, g[0], gi, false);
       }, norm_relu_tape_inputs(in), {&y}))
     save_norm_relu(*n, in, mean, invstd, y, training, eps);
   return y;
@@ -288,27 +298,7 @@ Tensor batch_norm_relu_blocked(const std::vector<Tensor>& xs_in, const Tensor& w
     }
   }
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        const size_t k = size_t(n.ints[1]);
-        std::vector<Tensor> xs;
-        for (size_t j = 0; j < k; ++j) xs.push_back(n.saved_tensor(j));
-        Tensor z = n.saved_tensor(k + 3);
-        if (grad_enabled() && z.numel())
-          return relu_norm_graph_grads(n, xs, from_channel_blocks(z), from_channel_blocks(g[0]), gi);
-        std::vector<Tensor> gxs(k);
-        for (size_t j = 0; j < k; ++j)
-          if (n.needs_grad(j)) gxs[j] = new_like(xs[j]);
-        Tensor gw = n.needs_grad(k) ? new_tensor(n.input_shape(k), z.dtype(), z.device()) : Tensor();
-        Tensor gb = n.needs_grad(k + 1) ? new_tensor(n.input_shape(k + 1), z.dtype(), z.device()) : Tensor();
-        if (z.numel()) {
-          backend_of(z).batch_norm_relu_blocked_backward(gxs, gw, gb, g[0], xs, z, n.saved_tensor(k),
-                                                         n.saved_tensor(k + 1), n.saved_tensor(k + 2), n.ints[0] != 0);
-        } else {
-          if (gw.defined()) backend_of(z).fill(gw, 0);
-          if (gb.defined()) backend_of(z).fill(gb, 0);
-        }
-        for (size_t j = 0; j < k; ++j) gi[j] = gxs[j];
-        gi[k] = gw;
-        gi[k + 1] = gb;
+        norm_relu_grads(n, g[0], gi, true);
       }, norm_relu_tape_inputs(in), {&z}))
     save_norm_relu(*n, in, mean, invstd, z, training, eps);
   return z;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <reel/reel.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,6 +20,17 @@ std::string error_message(F&& f) {
     return e.what();
   }
   return "no error";
+}
+
+// got against want elementwise: within tol (1 + |want|), NaN matching NaN; one CHECK on
+// the count of the elements that are not
+inline void check_close_relative(const Tensor& got, const Tensor& want, double tol) {
+  REQUIRE(got.shape() == want.shape());
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i]))) && !(std::isnan(g[i]) && std::isnan(w[i]))) ++bad;
+  CHECK(bad == 0);
 }
 
 // f64 tensor of `shape` with values in [lo, hi), requiring grad

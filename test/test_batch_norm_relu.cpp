@@ -5,19 +5,11 @@
 #include "gradcheck.h"
 
 using namespace reel;
+using reel::test::check_close_relative;
 using reel::test::input;
 using V = std::vector<Tensor>;
 
 namespace {
-void check_close(const Tensor& got, const Tensor& want, double tol) {
-  REQUIRE(got.shape() == want.shape());
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  int bad = 0;
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i]))) && !(std::isnan(g[i]) && std::isnan(w[i]))) ++bad;
-  CHECK(bad == 0);
-}
-
 // Forward and backward of the fused op and of relu(batch_norm(cat)) on copies of the
 // same pieces; compares outputs, running statistics and every gradient.
 void check_against_composition(const V& pieces, bool training, double tol) {
@@ -36,15 +28,15 @@ void check_against_composition(const V& pieces, bool training, double tol) {
   Tensor y1 = batch_norm_relu(a, w, b, rm1, rv1, training, 0.1, 1e-5);
   Tensor w2 = w.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
   Tensor y2 = relu(batch_norm(cat(c, 1), w2, b2, rm2, rv2, training, 0.1, 1e-5));
-  check_close(y1, y2, tol);
-  check_close(rm1, rm2, tol);
-  check_close(rv1, rv2, tol);
+  check_close_relative(y1, y2, tol);
+  check_close_relative(rm1, rm2, tol);
+  check_close_relative(rv1, rv2, tol);
   Tensor g = randn(y1.shape(), {.dtype = dt});
   (y1 * g).sum().backward();
   (y2 * g).sum().backward();
-  for (size_t j = 0; j < a.size(); ++j) check_close(a[j].grad(), c[j].grad(), tol);
-  check_close(w.grad(), w2.grad(), tol);
-  check_close(b.grad(), b2.grad(), tol);
+  for (size_t j = 0; j < a.size(); ++j) check_close_relative(a[j].grad(), c[j].grad(), tol);
+  check_close_relative(w.grad(), w2.grad(), tol);
+  check_close_relative(b.grad(), b2.grad(), tol);
 }
 }  // namespace
 
@@ -89,7 +81,7 @@ TEST_CASE("batch_norm_relu in bf16 pieces matches f32 to bf16 precision", "[norm
   Tensor want = relu(batch_norm(cat({a, b}, 1), {}, {}, {}, {}, true));
   Tensor got = batch_norm_relu({a.to(DType::bf16), b.to(DType::bf16)}, {}, {}, {}, {}, true);
   CHECK(got.dtype() == DType::bf16);
-  check_close(got.to(DType::f32), want, 2e-2);
+  check_close_relative(got.to(DType::f32), want, 2e-2);
 }
 
 TEST_CASE("the Backend's composed batch_norm_relu (the CUDA path) equals the CPU's fused one", "[norm][bn_relu]") {
@@ -103,18 +95,18 @@ TEST_CASE("the Backend's composed batch_norm_relu (the CUDA path) equals the CPU
     Tensor m1 = empty({6}), m2 = empty({6}), i1 = empty({6}), i2 = empty({6});
     be.batch_norm_relu_forward(y1, m1, i1, xs, w, b, rm1, rv1, training, 0.1, 1e-5);
     be.Backend::batch_norm_relu_forward(y2, m2, i2, xs, w, b, rm2, rv2, training, 0.1, 1e-5);
-    check_close(y1, y2, 1e-5);
-    check_close(rm1, rm2, 1e-6);
-    check_close(rv1, rv2, 1e-6);
+    check_close_relative(y1, y2, 1e-5);
+    check_close_relative(rm1, rm2, 1e-6);
+    check_close_relative(rv1, rv2, 1e-6);
     Tensor gy = randn(y1.shape());
     V g1{empty({3, 2, 4, 5}), Tensor(), empty({3, 1, 4, 5})}, g2{empty({3, 2, 4, 5}), Tensor(), empty({3, 1, 4, 5})};
     Tensor gw1 = empty({6}), gw2 = empty({6}), gb1 = empty({6}), gb2 = empty({6});
     be.batch_norm_relu_backward(g1, gw1, gb1, gy, xs, y1, w, m1, i1, training);
     be.Backend::batch_norm_relu_backward(g2, gw2, gb2, gy, xs, y1, w, m1, i1, training);
-    check_close(g1[0], g2[0], 1e-5);
-    check_close(g1[2], g2[2], 1e-5);
-    check_close(gw1, gw2, 1e-4);
-    check_close(gb1, gb2, 1e-4);
+    check_close_relative(g1[0], g2[0], 1e-5);
+    check_close_relative(g1[2], g2[2], 1e-5);
+    check_close_relative(gw1, gw2, 1e-4);
+    check_close_relative(gb1, gb2, 1e-4);
   }
 }
 
@@ -138,12 +130,12 @@ TEST_CASE("BatchNorm2d::forward_relu is relu(bn(cat)) and counts the batch", "[n
   manual_seed(7);
   nn::BatchNorm2d a(5), b(5);
   Tensor x1 = randn({2, 2, 3, 3}), x2 = randn({2, 3, 3, 3});
-  check_close(a.forward_relu({x1, x2}), relu(b(cat({x1, x2}, 1))), 1e-5);
-  check_close(a.running_mean, b.running_mean, 1e-6);
+  check_close_relative(a.forward_relu({x1, x2}), relu(b(cat({x1, x2}, 1))), 1e-5);
+  check_close_relative(a.running_mean, b.running_mean, 1e-6);
   CHECK(a.num_batches_tracked.item<int64_t>() == 1);
   a.eval();
   b.eval();
-  check_close(a.forward_relu({x1, x2}), relu(b(cat({x1, x2}, 1))), 1e-5);
+  check_close_relative(a.forward_relu({x1, x2}), relu(b(cat({x1, x2}, 1))), 1e-5);
   CHECK(a.num_batches_tracked.item<int64_t>() == 1);
 }
 

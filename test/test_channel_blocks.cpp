@@ -7,19 +7,11 @@
 #include "gradcheck.h"
 
 using namespace reel;
+using reel::test::check_close_relative;
 using reel::test::input;
 using V = std::vector<Tensor>;
 
 namespace {
-void check_close(const Tensor& got, const Tensor& want, double tol) {
-  REQUIRE(got.shape() == want.shape());
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  int bad = 0;
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i]))) && !(std::isnan(g[i]) && std::isnan(w[i]))) ++bad;
-  CHECK(bad == 0);
-}
-
 V fresh_copies(const V& xs) {
   V r;
   for (const Tensor& t : xs) r.push_back(t.detach().clone().requires_grad_());
@@ -38,15 +30,15 @@ void check_norm_against_composition(const V& pieces, bool training, int64_t bloc
   V a = fresh_copies(pieces), c = fresh_copies(pieces);
   Tensor z1 = batch_norm_relu_blocked(a, w, b, rm1, rv1, training, 0.1, 1e-5, block);
   Tensor z2 = to_channel_blocks(batch_norm_relu(c, w2, b2, rm2, rv2, training, 0.1, 1e-5), block);
-  check_close(z1, z2, tol);
-  check_close(rm1, rm2, tol);
-  check_close(rv1, rv2, tol);
+  check_close_relative(z1, z2, tol);
+  check_close_relative(rm1, rm2, tol);
+  check_close_relative(rv1, rv2, tol);
   Tensor g = randn(z1.shape(), {.dtype = dt});
   (z1 * g).sum().backward();
   (z2 * g).sum().backward();
-  for (size_t j = 0; j < a.size(); ++j) check_close(a[j].grad(), c[j].grad(), tol);
-  check_close(w.grad(), w2.grad(), tol);
-  check_close(b.grad(), b2.grad(), tol);
+  for (size_t j = 0; j < a.size(); ++j) check_close_relative(a[j].grad(), c[j].grad(), tol);
+  check_close_relative(w.grad(), w2.grad(), tol);
+  check_close_relative(b.grad(), b2.grad(), tol);
 }
 
 // conv2d_blocked against conv2d(from_channel_blocks(xb)) on copies
@@ -57,14 +49,14 @@ void check_conv_against_composition(const Tensor& x, const Tensor& w, const Tens
   Tensor b1 = bias.defined() ? bias.detach().clone().requires_grad_() : Tensor();
   Tensor b2 = bias.defined() ? bias.detach().clone().requires_grad_() : Tensor();
   Tensor y1 = conv2d_blocked(xb1, w1, b1, opt), y2 = conv2d(from_channel_blocks(xb2), w2, b2, opt);
-  check_close(y1, y2, tol);
+  check_close_relative(y1, y2, tol);
   Tensor g = randn(y1.shape(), {.dtype = x.dtype()});
   (y1 * g).sum().backward();
   (y2 * g).sum().backward();
   CHECK(xb1.grad().shape() == xb1.shape());
-  check_close(xb1.grad(), xb2.grad(), tol);
-  check_close(w1.grad(), w2.grad(), tol);
-  if (bias.defined()) check_close(b1.grad(), b2.grad(), tol);
+  check_close_relative(xb1.grad(), xb2.grad(), tol);
+  check_close_relative(w1.grad(), w2.grad(), tol);
+  if (bias.defined()) check_close_relative(b1.grad(), b2.grad(), tol);
 }
 }  // namespace
 
@@ -123,11 +115,11 @@ TEST_CASE("batch_norm_relu_blocked keeps relu's NaN and zero rules", "[channel_b
   Tensor xg = x.detach().requires_grad_(), xp = x.detach().requires_grad_();
   Tensor z = batch_norm_relu_blocked({xg}, {}, {}, rm, rv, false, 0.1, 1e-5, 16);
   Tensor y = batch_norm_relu({xp}, {}, {}, rm, rv, false);
-  check_close(from_channel_blocks(z), y, 1e-6);
+  check_close_relative(from_channel_blocks(z), y, 1e-6);
   CHECK(std::isnan(from_channel_blocks(z).select(1, 3).select(1, 2).select(1, 0).item<float>()));
   z.sum().backward();
   y.sum().backward();
-  check_close(xg.grad(), xp.grad(), 0);
+  check_close_relative(xg.grad(), xp.grad(), 0);
 }
 
 TEST_CASE("the Backend's composed batch_norm_relu_blocked (the CUDA path) equals the CPU's fused one",
@@ -142,17 +134,17 @@ TEST_CASE("the Backend's composed batch_norm_relu_blocked (the CUDA path) equals
     Tensor m1 = empty({32}), m2 = empty({32}), i1 = empty({32}), i2 = empty({32});
     be.batch_norm_relu_blocked_forward(z1, m1, i1, xs, w, b, rm1, rv1, training, 0.1, 1e-5);
     be.Backend::batch_norm_relu_blocked_forward(z2, m2, i2, xs, w, b, rm2, rv2, training, 0.1, 1e-5);
-    check_close(z1, z2, 1e-6);
-    check_close(rm1, rm2, 1e-6);
-    check_close(rv1, rv2, 1e-6);
+    check_close_relative(z1, z2, 1e-6);
+    check_close_relative(rm1, rm2, 1e-6);
+    check_close_relative(rv1, rv2, 1e-6);
     Tensor gz = randn(z1.shape());
     V g1{empty({2, 16, 5, 3}), empty({2, 16, 5, 3})}, g2{empty({2, 16, 5, 3}), Tensor()};
     Tensor gw1 = empty({32}), gw2 = empty({32}), gb1 = empty({32}), gb2 = empty({32});
     be.batch_norm_relu_blocked_backward(g1, gw1, gb1, gz, xs, z1, w, m1, i1, training);
     be.Backend::batch_norm_relu_blocked_backward(g2, gw2, gb2, gz, xs, z1, w, m1, i1, training);
-    check_close(g1[0], g2[0], 1e-5);
-    check_close(gw1, gw2, 1e-4);
-    check_close(gb1, gb2, 1e-4);
+    check_close_relative(g1[0], g2[0], 1e-5);
+    check_close_relative(gw1, gw2, 1e-4);
+    check_close_relative(gb1, gb2, 1e-4);
   }
 }
 
@@ -202,7 +194,7 @@ TEST_CASE("create_graph through the f32 direct paths equals the composition's", 
     return autograd::grad({r}, {xi, wi, nwi});
   };
   V a = grad_norm(true), b = grad_norm(false);
-  for (size_t i = 0; i < a.size(); ++i) check_close(a[i], b[i], 1e-3);
+  for (size_t i = 0; i < a.size(); ++i) check_close_relative(a[i], b[i], 1e-3);
 }
 
 TEST_CASE("DenseNet's layer gives the plain path's values and gradients through the blocked ops",
@@ -214,10 +206,10 @@ TEST_CASE("DenseNet's layer gives the plain path's values and gradients through 
   Tensor y1 = layer({a, b});
   Tensor h = layer.conv1(layer.norm1.forward_relu({a, b}));
   Tensor y2 = layer.conv2(layer.norm2.forward_relu({h}));
-  check_close(y1, y2, 1e-5);
+  check_close_relative(y1, y2, 1e-5);
   V g1 = autograd::grad({(y1 * y1).sum()}, {a, b, layer.conv2.weight, layer.norm2.weight});
   V g2 = autograd::grad({(y2 * y2).sum()}, {a, b, layer.conv2.weight, layer.norm2.weight});
-  for (size_t i = 0; i < g1.size(); ++i) check_close(g1[i], g2[i], 1e-4);
+  for (size_t i = 0; i < g1.size(); ++i) check_close_relative(g1[i], g2[i], 1e-4);
 }
 
 TEST_CASE("the channel-blocked ops' errors name the op, what was expected and what came",
