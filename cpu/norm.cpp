@@ -319,7 +319,7 @@ void bn_relu_forward_blocked(const Tensor& out, const Tensor& save_mean, const T
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
   for (int64_t n = 0; n < N; ++n)
     for (int64_t cb = 0; cb < CB; ++cb) {
-      const float* plane[64];
+      const float* plane[16];
       for (int64_t i = 0; i < B; ++i) plane[i] = first[size_t(cb * B + i)] + n * sn[size_t(cb * B + i)];
       write_blocked_scale_shift_relu(Y + (n * CB + cb) * S * B, plane, &scale[size_t(cb * B)],
                                      &shift[size_t(cb * B)], S, B);
@@ -419,7 +419,7 @@ void bn_relu_backward_blocked(const std::vector<Tensor>& gxs, const Tensor& gw, 
 #pragma omp parallel for collapse(2) schedule(static) if (z.numel() >= kParallelGrain)
   for (int64_t n = 0; n < N; ++n)
     for (int64_t cb = 0; cb < CB; ++cb) {
-      float* plane[64];
+      float* plane[16];
       for (int64_t i = 0; i < B; ++i) plane[i] = G + (n * C + cb * B + i) * S;
       read_blocked_relu_grad(plane, GZ + (n * CB + cb) * S * B, Z + (n * CB + cb) * S * B, S, B);
     }
@@ -556,7 +556,7 @@ void CpuBackend::batch_norm_relu_blocked_forward(const Tensor& out, const Tensor
                                                  const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                                                  const Tensor& running_var, bool training, double momentum,
                                                  double eps) {
-  if (out.dtype() != DType::f32)
+  if (out.dtype() != DType::f32 || out.shape()[out.dim() - 1] > 16)  // the kernels hold 16 plane pointers at most
     return Backend::batch_norm_relu_blocked_forward(out, save_mean, save_invstd, xs, weight, bias, running_mean,
                                                     running_var, training, momentum, eps);
   bn_relu_forward_blocked(out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var, training,
@@ -567,7 +567,7 @@ void CpuBackend::batch_norm_relu_blocked_backward(const std::vector<Tensor>& gxs
                                                   const Tensor& gz, const std::vector<Tensor>& xs, const Tensor& z,
                                                   const Tensor& weight, const Tensor& save_mean,
                                                   const Tensor& save_invstd, bool training) {
-  if (z.dtype() != DType::f32)
+  if (z.dtype() != DType::f32 || z.shape()[z.dim() - 1] > 16)
     return Backend::batch_norm_relu_blocked_backward(gxs, gw, gb, gz, xs, z, weight, save_mean, save_invstd,
                                                      training);
   bn_relu_backward_blocked(gxs, gw, gb, gz, xs, z, weight, save_mean, save_invstd, training);
