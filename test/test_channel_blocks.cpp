@@ -161,6 +161,27 @@ TEST_CASE("conv2d_blocked equals conv2d of the unblocked input, gradients includ
   check_conv_against_composition(xd, wd, bd, {.padding = 1}, 16, 1e-12);
 }
 
+TEST_CASE("under autocast conv2d_blocked runs in bf16 as conv2d does, its gradients in the inputs' dtypes",
+          "[channel_blocks][conv][autocast]") {
+  manual_seed(17);
+  Tensor xb = to_channel_blocks(randn({2, 16, 5, 5}), 16).detach().requires_grad_();
+  Tensor w = (randn({4, 16, 3, 3}) * 0.2).requires_grad_();
+  Tensor x2 = xb.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
+  Tensor y1, y2;
+  {
+    AutocastGuard amp({.dtype = DType::bf16});
+    y1 = conv2d_blocked(xb, w, {}, {.padding = 1});
+    y2 = conv2d(from_channel_blocks(x2), w2, {}, {.padding = 1});
+  }
+  CHECK(y1.dtype() == DType::bf16);
+  check_close_relative(y1.to(DType::f32), y2.to(DType::f32), 0);
+  y1.to(DType::f32).sum().backward();
+  y2.to(DType::f32).sum().backward();
+  CHECK(xb.grad().dtype() == DType::f32);
+  check_close_relative(xb.grad(), x2.grad(), 1e-2);
+  check_close_relative(w.grad(), w2.grad(), 1e-2);
+}
+
 TEST_CASE("the channel-blocked ops' gradients match finite differences", "[channel_blocks][grad]") {
   manual_seed(14);
   CHECK_GRADIENTS([](const V& v) { return batch_norm_relu_blocked({v[0], v[1]}, v[2], v[3], {}, {}, true, 0.1, 1e-5, 8); },
