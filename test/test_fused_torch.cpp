@@ -1,6 +1,8 @@
-// batch_norm_relu and add_relu against PyTorch 1.13's unfused relu(batch_norm(cat)) and
-// relu(a + b) on test/reference/fused17.txt (made by test/reference/fused17.py): outputs,
-// running statistics and every gradient, with NaN, inf and empty inputs.
+// batch_norm_relu, add_relu and the channel-blocked batch_norm_relu_blocked and
+// conv2d_blocked against PyTorch 1.13's unfused relu(batch_norm(cat)), relu(a + b),
+// reshape/permute and conv2d on test/reference/fused17.txt (made by
+// test/reference/fused17.py): outputs, running statistics and every gradient, with NaN,
+// inf and empty inputs.
 #include "torch_table.h"
 
 using namespace reel;
@@ -29,7 +31,53 @@ void check_bn_relu(const std::string& name, bool training) {
   CHECK_MATCHES(w.grad(), c, "gw", 1e-4);
   CHECK_MATCHES(b.grad(), c, "gb", 1e-4);
 }
+
+void check_bn_relu_blocked(const std::string& name, bool training) {
+  Case c = find_case(table(), name);
+  std::vector<Tensor> xs;
+  for (int i = 0; c.m.count("x" + std::to_string(i)); ++i) xs.push_back(c.in("x" + std::to_string(i)).clone().requires_grad_());
+  Tensor w = c.in("w").clone().requires_grad_(), b = c.in("b").clone().requires_grad_();
+  Tensor rm = c.in("rm").clone(), rv = c.in("rv").clone();
+  Tensor z = batch_norm_relu_blocked(xs, w, b, rm, rv, training, 0.1, 1e-5, c.in("block").item<int64_t>());
+  CHECK_MATCHES(z, c, "y");
+  CHECK_MATCHES(rm, c, "rm");
+  CHECK_MATCHES(rv, c, "rv");
+  z.backward(c.in("g"));
+  for (size_t i = 0; i < xs.size(); ++i) CHECK_MATCHES(xs[i].grad(), c, "gx" + std::to_string(i), 1e-4);
+  CHECK_MATCHES(w.grad(), c, "gw", 1e-4);
+  CHECK_MATCHES(b.grad(), c, "gb", 1e-4);
+}
+
+void check_conv_blocked(const std::string& name) {
+  Case c = find_case(table(), name);
+  Tensor x = c.in("x").clone().requires_grad_(), w = c.in("w").clone().requires_grad_(),
+         b = c.in("b").clone().requires_grad_();
+  Tensor y = conv2d_blocked(x, w, b, {.padding = c.in("padding").item<int64_t>()});
+  CHECK_MATCHES(y, c, "y", 1e-4);
+  y.backward(c.in("g"));
+  CHECK_MATCHES(x.grad(), c, "gx", 1e-4);
+  CHECK_MATCHES(w.grad(), c, "gw", 1e-4);
+  CHECK_MATCHES(b.grad(), c, "gb", 1e-4);
+}
 }  // namespace
+
+TEST_CASE("batch_norm_relu_blocked matches PyTorch's blocked relu(batch_norm(cat)), non-finite and empty inputs included",
+          "[channel_blocks][torch]") {
+  check_bn_relu_blocked("bn_relu_blocked_train", true);
+  check_bn_relu_blocked("bn_relu_blocked_eval", false);
+  check_bn_relu_blocked("bn_relu_blocked_b8", true);
+  check_bn_relu_blocked("bn_relu_blocked_eval_nonfinite", false);
+  check_bn_relu_blocked("bn_relu_blocked_train_nonfinite", true);
+  check_bn_relu_blocked("bn_relu_blocked_empty", false);
+}
+
+TEST_CASE("conv2d_blocked matches PyTorch's conv2d of the unblocked input, non-finite and empty inputs included",
+          "[channel_blocks][torch]") {
+  check_conv_blocked("conv_blocked");
+  check_conv_blocked("conv_blocked_b8");
+  check_conv_blocked("conv_blocked_nonfinite");
+  check_conv_blocked("conv_blocked_empty");
+}
 
 TEST_CASE("batch_norm_relu matches PyTorch's relu(batch_norm(cat))", "[bn_relu][torch]") {
   check_bn_relu("bn_relu_train", true);
