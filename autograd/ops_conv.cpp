@@ -236,8 +236,7 @@ Tensor from_channel_blocks(const Tensor& xb, Site site) {
   OpScope op("from_channel_blocks", site);
   check_defined(op, xb, "the input");
   check_dim(op, xb, 5, "a channel-blocked input [N, C/B, H, W, B]");
-  const Dims& s = xb.shape();
-  return xb.permute({0, 1, 4, 2, 3}).reshape({s[0], s[1] * s[4], s[2], s[3]});
+  return xb.permute({0, 1, 4, 2, 3}).reshape(unblocked_shape(xb.shape()));
 }
 
 // conv2d on xb [N, C/B, H, W, B]: handed to the backend as it is where the backend reads
@@ -251,8 +250,7 @@ Tensor conv2d_blocked(const Tensor& xb_in, const Tensor& weight, const Tensor& b
   if (B != 8 && B != 16) fail(op.op, fmt::format("expected a channel block of 8 or 16, got {}", describe(xb_in)), op.site);
   ConvParams p = params_of(opt);
   const Tensor xb = autocast_lower(xb_in), wc = autocast_lower(weight), bc = autocast_lower(bias);
-  const Dims& s = xb.shape();
-  const Dims plain{s[0], s[1] * B, s[2], s[3]};
+  const Dims plain = unblocked_shape(xb.shape());
   Tensor y;
   if (backend_of(xb).conv2d_channel_block(xb.dtype()) == B) {
     // conv_forward checks and runs x's logical [N, C, H, W]: a view that is never read
@@ -269,7 +267,7 @@ Tensor conv2d_blocked(const Tensor& xb_in, const Tensor& weight, const Tensor& b
         const Tensor& g = gg[0];
         ConvParams p = recall(n);
         Tensor xb = n.saved_tensor(0), w = n.saved_tensor(1);
-        const Dims plain = n.dims;
+        const Dims plain = unblocked_shape(n.input_shape(0));
         const int64_t B = n.input_shape(0)[4];
         if (grad_enabled()) {  // create_graph: through conv2d's recorded gradients and view ops
           if (n.needs_grad(0)) gi[0] = to_channel_blocks(conv2d_input_grad(g, w, plain, p), B);
@@ -299,7 +297,6 @@ Tensor conv2d_blocked(const Tensor& xb_in, const Tensor& weight, const Tensor& b
       }, {&xb_in, &weight, &bias}, {&y})) {
     n->save(n->needs_grad(1) ? xb : Tensor());
     n->save(n->needs_grad(0) ? wc : Tensor());
-    n->dims = plain;
     remember(n, p);
   }
   return y;

@@ -219,14 +219,12 @@ void finish(const Port& p, Bound& b) {
 dnnl::memory::desc blocked_desc(const Tensor& t) {
   const Dims& s = t.shape();
   auto tag = s[4] == 16 ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c;
-  return dnnl::memory::desc({s[0], s[1] * s[4], s[2], s[3]}, dnnl_type(t.dtype()), tag);
+  const Dims plain = unblocked_shape(s);
+  return dnnl::memory::desc(dims(plain.begin(), plain.end()), dnnl_type(t.dtype()), tag);
 }
 dnnl::memory::desc user_desc(const Tensor& t) { return t.dim() == 5 ? blocked_desc(t) : strided_desc(t); }
 // x's [N, C, H, W], blocked or not
-Dims logical_shape(const Tensor& t) {
-  if (t.dim() != 5) return t.shape();
-  return Dims{t.shape()[0], t.shape()[1] * t.shape()[4], t.shape()[2], t.shape()[3]};
-}
+Dims logical_shape(const Tensor& t) { return t.dim() == 5 ? unblocked_shape(t.shape()) : t.shape(); }
 
 // t as oneDNN will read it: its own strides when oneDNN takes them, else a dense copy
 Tensor readable(const Tensor& t) {

@@ -325,6 +325,8 @@ void register_backend(DeviceType type, Backend* (*get)(int index));
 // strides on the plain side; the blocked side as given), one strided copy per block on
 // the tensors' backend: the fallbacks where a backend has no fused layout change.
 void copy_to_channel_blocks(const Tensor& blocked, const Tensor& plain);
+// [N, C, H, W] of a channel-blocked [N, C/B, H, W, B]
+inline Dims unblocked_shape(const Dims& s) { return Dims{s[0], s[1] * s[4], s[2], s[3]}; }
 void copy_from_channel_blocks(const Tensor& plain, const Tensor& blocked);
 
 }  // namespace reel
