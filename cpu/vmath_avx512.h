@@ -36,13 +36,9 @@ REEL_AVX512_FN __m512 reciprocal(__m512 d) {
   return _mm512_fmadd_ps(_mm512_fnmadd_ps(d, r, splat(1.0f)), r, r);
 }
 
-// e^x for every f32 x (vmath.h's exp_any_f32: Cephes' reduction and polynomial); the
-// clamp keeps r finite for +-inf (max/min return their second operand, x, when it is NaN)
-REEL_AVX512_FN __m512 exp(__m512 x) {
-  x = _mm512_min_ps(splat(89.0f), _mm512_max_ps(splat(-104.0f), x));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, splat(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, splat(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r);
+// p(r) 2^n for |r| <= ln 2 / 2 and integral n: e^r by Cephes' polynomial (Horner to the
+// end: one operation fewer than p r^2 + r + 1, and 0.9 ulp), scaled by vscalefps
+REEL_AVX512_FN __m512 exp_reduced(__m512 r, __m512 n) {
   __m512 p = splat(1.9875691500e-4f);
   p = _mm512_fmadd_ps(p, r, splat(1.3981999507e-3f));
   p = _mm512_fmadd_ps(p, r, splat(8.3334519073e-3f));
@@ -50,8 +46,18 @@ REEL_AVX512_FN __m512 exp(__m512 x) {
   p = _mm512_fmadd_ps(p, r, splat(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, splat(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, r, splat(1.0f));
-  p = _mm512_fmadd_ps(p, r, splat(1.0f));  // Horner to the end: one operation fewer than p r^2 + r + 1, and 0.9 ulp
+  p = _mm512_fmadd_ps(p, r, splat(1.0f));
   return _mm512_scalef_ps(p, n);
+}
+
+// e^x for every f32 x (vmath.h's exp_any_f32: Cephes' reduction and polynomial); the
+// clamp keeps r finite for +-inf (max/min return their second operand, x, when it is NaN)
+REEL_AVX512_FN __m512 exp(__m512 x) {
+  x = _mm512_min_ps(splat(89.0f), _mm512_max_ps(splat(-104.0f), x));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, splat(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, splat(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r);
+  return exp_reduced(r, n);
 }
 
 // ln x's tables over m in [0.75, 1.5), indexed by the top 5 fraction bits of m's pattern
@@ -103,6 +109,23 @@ REEL_AVX512_FN __m512 cell_polynomial(const float (&table)[N][32], __m512 a, flo
   return q;
 }
 
+// The same over 32 cells centred on i / per_unit (i = 0..31, a in [0, 31.5 / per_unit)):
+// i = nearest(per_unit a) from the last bits of per_unit a + 1.5 * 2^23 (which vpermt2ps
+// reads as they are), s = per_unit a - i in one rounding; two operations fewer than floor
+// and convert
+// Returns a times the polynomial, whose constant term comes as two rows, lo then hi: a hi +
+// a (lo + s (...)) in one rounding, so the constant's own rounding (0.7 ulp) drops out.
+template <int N>
+REEL_AVX512_FN __m512 a_times_centred_cells(const float (&table)[N][32], __m512 a, float per_unit) {
+  const __m512 shifter = splat(12582912.0f);
+  __m512 shifted = _mm512_fmadd_ps(a, splat(per_unit), shifter);
+  __m512i idx = _mm512_castps_si512(shifted);
+  __m512 s = _mm512_fmsub_ps(a, splat(per_unit), _mm512_sub_ps(shifted, shifter));
+  __m512 q = table32(table[0], idx);
+  for (int k = 1; k < N - 1; ++k) q = _mm512_fmadd_ps(q, s, table32(table[k], idx));
+  return _mm512_fmadd_ps(a, table32(table[N - 1], idx), _mm512_mul_ps(a, q));
+}
+
 // ln x for every f32 x: x = m 2^e with m in [0.75, 1.5), ln m = ln c + ln(1 + r) with
 // r = m / c - 1 (one FMA, |r| <= 1/32) and ln(1 + r) by its degree-5 series; then
 // 0 -> -inf, x < 0 and -inf -> NaN, +inf and NaN as they are (vfixupimmps)
@@ -135,20 +158,75 @@ REEL_AVX512_FN __m512 sigmoid(__m512 x, __m512* below = nullptr) {
   return _mm512_mask_blend_ps(negative, s, es);
 }
 
-// tanh: Cephes' x + x^3 P(x^2) below 0.625, 1 - 2e / (1 + e) with e = e^-2|x| above, sign restored
+// tanh(a) / a on [0, 9), 32 cells centred on i / 3.5, degree 5 in s = 3.5 a - i (relative
+// fit 1.4e-8, test/reference/fit_vmath_avx512.py); the constant term as lo (row 5) + hi (row 6)
+alignas(64) inline constexpr float kTanhOverX[7][32] = {
+    {1.975661523e-13f, -1.268503402e-04f, -9.563664207e-05f, -1.122639515e-05f,
+     2.617449172e-05f, 2.522331670e-05f, 1.478550166e-05f, 6.749337444e-06f,
+     2.420237251e-06f, 4.842645467e-07f, -2.452528349e-07f, -4.445393245e-07f,
+     -4.383829548e-07f, -3.677686493e-07f, -2.883544425e-07f, -2.190524668e-07f,
+     -1.640580365e-07f, -1.222947645e-07f, -9.124438805e-08f, -6.837025524e-08f,
+     -5.155758487e-08f, -3.917610414e-08f, -3.001552429e-08f, -2.319532655e-08f,
+     -1.808012406e-08f, -1.421326434e-08f, -1.126603966e-08f, -9.001174917e-09f,
+     -7.246300449e-09f, -5.875914866e-09f, -4.797221287e-09f, -3.942025817e-09f},
+    {8.776121540e-04f, 5.068642204e-04f, -1.059719143e-04f, -3.649157297e-04f,
+     -3.055263951e-04f, -1.682183793e-04f, -6.782382843e-05f, -1.554549090e-05f,
+     6.135899184e-06f, 1.271573001e-05f, 1.299629912e-05f, 1.114085899e-05f,
+     8.886905562e-06f, 6.859865152e-06f, 5.220895673e-06f, 3.957563422e-06f,
+     3.005312010e-06f, 2.294149454e-06f, 1.763997375e-06f, 1.367737696e-06f,
+     1.069962082e-06f, 8.446182846e-07f, 6.727229334e-07f, 5.404846206e-07f,
+     4.378724725e-07f, 3.575625271e-07f, 2.941774824e-07f, 2.437428748e-07f,
+     2.032994502e-07f, 1.706266346e-07f, 1.440451456e-07f, 1.222748125e-07f},
+    {-4.950964836e-14f, 3.017341485e-03f, 3.755498677e-03f, 2.649099333e-03f,
+     1.236921060e-03f, 2.920019615e-04f, -1.597988448e-04f, -3.111047263e-04f,
+     -3.216542827e-04f, -2.802657255e-04f, -2.274580038e-04f, -1.788088412e-04f,
+     -1.387682714e-04f, -1.074113607e-04f, -8.340251952e-05f, -6.517855218e-05f,
+     -5.135820902e-05f, -4.083928798e-05f, -3.278246004e-05f, -2.656279139e-05f,
+     -2.171958295e-05f, -1.791412978e-05f, -1.489698570e-05f, -1.248362969e-05f,
+     -1.053670985e-05f, -8.953244105e-06f, -7.655407899e-06f, -6.583904906e-06f,
+     -5.693180810e-06f, -4.947953585e-06f, -4.320675998e-06f, -3.789674111e-06f},
+    {-2.720986493e-02f, -2.229405008e-02f, -1.150203403e-02f, -1.639301190e-03f,
+     4.122493789e-03f, 6.275482476e-03f, 6.373291370e-03f, 5.615224596e-03f,
+     4.644850269e-03f, 3.735633334e-03f, 2.973879455e-03f, 2.366380999e-03f,
+     1.892285538e-03f, 1.525047119e-03f, 1.240464742e-03f, 1.018854557e-03f,
+     8.449996240e-04f, 7.074128371e-04f, 5.975090316e-04f, 5.088864127e-04f,
+     4.367599031e-04f, 3.775341320e-04f, 3.284889681e-04f, 2.875500068e-04f,
+     2.531219216e-04f, 2.239671303e-04f, 1.991174358e-04f, 1.778088044e-04f,
+     1.594335627e-04f, 1.435044833e-04f, 1.296280825e-04f, 1.174843055e-04f},
+    {2.393918397e-15f, -5.103637278e-02f, -8.519512415e-02f, -9.776758403e-02f,
+     -9.457171708e-02f, -8.370161802e-02f, -7.082886994e-02f, -5.876613781e-02f,
+     -4.850155488e-02f, -4.014210403e-02f, -3.345912322e-02f, -2.814322151e-02f,
+     -2.390457317e-02f, -2.050290629e-02f, -1.774938405e-02f, -1.549916435e-02f,
+     -1.364221051e-02f, -1.209504995e-02f, -1.079415064e-02f, -9.690861218e-03f,
+     -8.747633547e-03f, -7.935239933e-03f, -7.230723742e-03f, -6.615890190e-03f,
+     -6.076191086e-03f, -5.599893164e-03f, -5.177456886e-03f, -4.801066127e-03f,
+     -4.464268684e-03f, -4.161702935e-03f, -3.888883861e-03f, -3.642036812e-03f},
+    {-1.414930662e-08f, 8.483461045e-09f, -1.595366506e-09f, 1.065185806e-08f,
+     -1.927124238e-08f, -2.199785598e-08f, -1.887256218e-08f, -2.251544284e-09f,
+     -2.066849358e-09f, -6.170032041e-09f, 8.095929260e-09f, -9.546989865e-09f,
+     1.174975051e-08f, 3.779700442e-10f, -7.193309948e-09f, 3.259402970e-09f,
+     5.268959935e-09f, 7.363415655e-09f, 6.349486270e-09f, -2.739360738e-09f,
+     -5.230139877e-09f, 3.335853149e-09f, 1.388954729e-09f, 6.178717982e-09f,
+     -4.844421309e-09f, 3.253283420e-09f, 2.425240231e-09f, -4.201204717e-09f,
+     1.668657879e-09f, 1.873696753e-09f, -1.419961038e-09f, -1.211515777e-09f},
+    {1.000000000e+00f, 9.736492038e-01f, 9.037134051e-01f, 8.105797768e-01f,
+     7.134522200e-01f, 6.239614487e-01f, 5.466832519e-01f, 4.820137918e-01f,
+     4.285423756e-01f, 3.843722939e-01f, 3.476986289e-01f, 3.169986606e-01f,
+     2.910536826e-01f, 2.689110935e-01f, 2.498323321e-01f, 2.332449406e-01f,
+     2.187031955e-01f, 2.058574706e-01f, 1.944311708e-01f, 1.842034310e-01f,
+     1.749961972e-01f, 1.666646153e-01f, 1.590898037e-01f, 1.521733105e-01f,
+     1.458330154e-01f, 1.399998218e-01f, 1.346152872e-01f, 1.296295822e-01f,
+     1.249999702e-01f, 1.206896380e-01f, 1.166666597e-01f, 1.129032224e-01f},
+};
+
+// tanh x = x (tanh a / a), a = |x|, from kTanhOverX: 21 operations where the exp-based form
+// (a polynomial below 0.625, 1 - 2 / (1 + e^2a) above, both computed) took 35; +-1 from
+// a = 9 on (tanh rounds to 1 from 9.011; the cells end at 9)
 REEL_AVX512_FN __m512 tanh(__m512 x) {
   __m512 a = abs(x);
-  __m512 z = _mm512_mul_ps(x, x);
-  __m512 p = splat(-5.70498872745e-3f);
-  p = _mm512_fmadd_ps(p, z, splat(2.06390887954e-2f));
-  p = _mm512_fmadd_ps(p, z, splat(-5.37397155531e-2f));
-  p = _mm512_fmadd_ps(p, z, splat(1.33314422036e-1f));
-  p = _mm512_fmadd_ps(p, z, splat(-3.33332819422e-1f));
-  __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(x, z), p, x);
-  __m512 e = exp(_mm512_mul_ps(a, splat(-2.0f)));
-  __m512 r = reciprocal(_mm512_add_ps(e, splat(1.0f)));
-  __m512 large = with_sign(_mm512_fnmadd_ps(_mm512_add_ps(e, e), r, splat(1.0f)), x);
-  return _mm512_mask_blend_ps(less(a, 0.625f), large, small);
+  __m512 y = a_times_centred_cells(kTanhOverX, a, 3.5f);
+  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(a, splat(9.0f), _CMP_GE_OQ), splat(1.0f));
+  return with_sign(y, x);
 }
 
 // softplus(x) for beta = 1 below the threshold: max(x, 0) + ln(1 + e), e = e^-|x| in (0, 1],
@@ -318,25 +396,33 @@ REEL_AVX512_FN __m512 two_phi(__m512 x, __m512* pdf) {
   return _mm512_mask_sub_ps(erfc, ~sign_set(x), splat(2.0f), erfc);
 }
 
-// 2u = 2 sqrt(2/pi) (x + 0.044715 x^3) = x (c1 + c3 x^2) to ~2^-40 relative, as f32 hi +
-// *lo (what vmath.h's gelu_tanh_u2_f32 gets from f64): the constants split in two floats,
-// x^2 and the products exact by FMA, the sum c1 + c3 x^2 by Knuth's two-sum. In f32 pairs
-// rather than f64 because the conversions to and from f64 cost more than the rest of gelu
-// (W14 on the Xeon: forward 2.06 -> 1.7 ms, backward 2.4 -> 2.1 ms); |x| capped at 100, NaN kept
-REEL_AVX512_FN __m512 gelu_tanh_u2(__m512 x, __m512* lo) {
-  x = _mm512_min_ps(splat(100.0f), _mm512_max_ps(splat(-100.0f), x));  // NaN: max and min return x
-  const __m512 c1 = splat(1.595769167e+00f), c1_lo = splat(-4.534068054e-08f);
-  const __m512 c3 = splat(7.135481387e-02f), c3_lo = splat(2.398832466e-09f);
-  __m512 x2 = _mm512_mul_ps(x, x), x2_lo = _mm512_fmsub_ps(x, x, x2);
-  __m512 p = _mm512_mul_ps(c3, x2), p_lo = _mm512_fmsub_ps(c3, x2, p);
-  __m512 t = _mm512_add_ps(c1, p);
-  __m512 p_part = _mm512_sub_ps(t, c1);
-  __m512 t_lo = _mm512_add_ps(_mm512_sub_ps(c1, _mm512_sub_ps(t, p_part)), _mm512_sub_ps(p, p_part));
-  __m512 small = _mm512_fmadd_ps(c3_lo, x2, _mm512_fmadd_ps(c3, x2_lo, p_lo));
-  t_lo = _mm512_add_ps(t_lo, _mm512_add_ps(small, c1_lo));
-  __m512 u = _mm512_mul_ps(x, t);
-  *lo = _mm512_fmadd_ps(x, t_lo, _mm512_fmsub_ps(x, t, u));
-  return u;
+// sigmoid(2u) for gelu_tanh, 2u = 2 sqrt(2/pi) (x + 0.044715 x^3) = x (c1 + c3 x^2), and
+// *rest = 1 - sigmoid(2u), both to a few ulp. gelu_tanh's left tail is x e^2u with |2u| up to
+// 100, so 2u must be exact to ~2^-30 (vmath.h's gelu_tanh_u2_f32 uses f64): here t = c1 +
+// c3 a^2 (a = |x|) is kept as t + tl (a^2 split by FMA; c1's high part has 21 bits, so
+// c1h - t is exact while t < 16), and the product a t is formed inside the FMAs of exp's
+// reduction r = -a t - n ln 2, never rounded on its own. 33 operations where a product in
+// f32 pairs and a first-order correction took 49 (W14 on the Xeon)
+REEL_AVX512_FN __m512 gelu_tanh_sigmoid(__m512 x, __m512* rest) {
+  const __m512 c1h = splat(1673285.0f / 1048576.0f), c1l = splat(1.930778950e-07f);
+  const __m512 c3h = splat(7.135481387e-02f), c3l = splat(2.398832466e-09f);
+  const __m512 shifter = splat(12582912.0f);         // 1.5 * 2^23: adding it rounds to an integer
+  __m512 a = _mm512_min_ps(splat(13.0f), abs(x));  // e^-a t is 0 in f32 from a = 13 on (t < 16 there)
+  __m512 a2 = _mm512_mul_ps(a, a), a2l = _mm512_fmsub_ps(a, a, a2);
+  __m512 t = _mm512_fmadd_ps(c3h, a2, c1h);
+  __m512 tl = _mm512_fmadd_ps(c3h, a2, _mm512_sub_ps(c1h, t));
+  tl = _mm512_fmadd_ps(c3l, a2, _mm512_fmadd_ps(c3h, a2l, tl));
+  tl = _mm512_add_ps(tl, c1l);
+  __m512 n = _mm512_sub_ps(_mm512_fnmadd_ps(_mm512_mul_ps(a, t), splat(1.44269504088896341f), shifter), shifter);
+  __m512 r = _mm512_fnmsub_ps(a, t, _mm512_mul_ps(n, splat(0.693359375f)));  // n ln2hi is exact
+  r = _mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r);
+  r = _mm512_fnmadd_ps(a, tl, r);
+  __m512 e = exp_reduced(r, n);
+  __m512 s = reciprocal(_mm512_add_ps(e, splat(1.0f)));
+  __m512 es = _mm512_mul_ps(e, s);
+  __mmask16 negative = sign_set(x);
+  *rest = _mm512_mask_blend_ps(negative, es, s);
+  return _mm512_mask_blend_ps(negative, s, es);
 }
 
 #undef REEL_AVX512_FN

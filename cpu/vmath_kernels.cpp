@@ -113,11 +113,10 @@ REEL_V4 void forward_avx512(UnaryOp op, float* o, const float* x, int64_t n, flo
         __m512 pdf;
         return _mm512_mul_ps(_mm512_mul_ps(t, v::splat(0.5f)), v::two_phi(t, &pdf));
       });
-    case UnaryOp::gelu_tanh:  // x sigmoid(2u), 2u = hi + lo entering to first order (vmath.h)
+    case UnaryOp::gelu_tanh:  // x sigmoid(2u)
       return map16(o, nullptr, x, n, stream, [](__m512 t) REEL_V4 {
-        __m512 lo, rest;
-        __m512 s = v::sigmoid(v::gelu_tanh_u2(t, &lo), &rest);
-        return _mm512_mul_ps(t, _mm512_fmadd_ps(_mm512_mul_ps(s, rest), lo, s));
+        __m512 rest;
+        return _mm512_mul_ps(t, v::gelu_tanh_sigmoid(t, &rest));
       });
     case UnaryOp::softplus: {  // PyTorch's rule: x where beta x > threshold, ln(1 + e^(beta x)) / beta below
       const __m512 b = v::splat(beta), th = v::splat(threshold);
@@ -145,11 +144,8 @@ REEL_V4 void backward_avx512(UnaryOp op, float* o, const float* g, const float* 
       });
     case UnaryOp::gelu_tanh:  // s + 2 x s (1 - s) u', s = sigmoid(2u)
       return map16(o, g, x, n, stream, [](__m512 t) REEL_V4 {
-        __m512 lo, rest;
-        __m512 s = v::sigmoid(v::gelu_tanh_u2(t, &lo), &rest);
-        __m512 d = _mm512_mul_ps(_mm512_mul_ps(s, rest), lo);
-        s = _mm512_add_ps(s, d);
-        rest = _mm512_sub_ps(rest, d);
+        __m512 rest;
+        __m512 s = v::gelu_tanh_sigmoid(t, &rest);
         __m512 du2 = _mm512_fmadd_ps(_mm512_mul_ps(t, t), v::splat(1.5957691216057308f * 3.0f * 0.044715f),
                                      v::splat(1.5957691216057308f));
         return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(t, s), rest), du2, s);

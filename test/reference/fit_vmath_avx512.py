@@ -18,10 +18,14 @@
   error 7e-9 (erf's values there are >= 0.79 where it is used, a >= 0.9), near-minimax
   by reweighted least squares.
 
+tanh(a) / a on [0, 9), 32 cells centred on i / 3.5 (i = 0..31), degree 5 in
+  s = 3.5 a - i in [-1/2, 1/2], near-minimax relative error, the constant term in two
+  floats (hi last): tanh x = x times that.
+
 test/test_vmath.cpp checks the resulting functions over dense sweeps.
     /usr/bin/python3 test/reference/fit_vmath_avx512.py
 """
-from math import erf, erfc, exp, log, log1p
+from math import erf, erfc, exp, log, log1p, tanh
 
 import numpy as np
 
@@ -75,16 +79,19 @@ def log1p_poly(deg=8):
     print(", ".join("%.10ef" % x for x in c[::-1]))
 
 
-def cell_table(name, fn, deg, per_unit, relative):
+def cell_table(name, fn, deg, per_unit, relative, centred=False, split_constant=False):
     """32 cells of width 1/per_unit from 0, a polynomial of degree deg in s = per_unit a -
-    (cell + 1/2) each, near-minimax (relative or absolute error); printed highest first"""
+    (cell + 1/2) each, near-minimax (relative or absolute error); printed highest first.
+    centred: cell i is centred on i / per_unit instead, s = per_unit a - i.
+    split_constant: the constant term as two rows, its f32 value last and the rest before it"""
+    centre = 0.0 if centred else 0.5
     coef = np.zeros((deg + 1, 32))
     worst = 0
     k = np.arange(200)
     s = np.cos(np.pi * (k + 0.5) / 200) * 0.5
     V = np.vander(s, deg + 1, increasing=True)
     for i in range(32):
-        f = np.array([fn(x) for x in (i + 0.5 + s) / per_unit])
+        f = np.array([fn(x) for x in (i + centre + s) / per_unit])
         w = 1 / f if relative else np.ones_like(f)
         c = np.linalg.lstsq(V * w[:, None], f * w, rcond=None)[0]
         for _ in range(30):
@@ -94,9 +101,12 @@ def cell_table(name, fn, deg, per_unit, relative):
         worst = max(worst, np.max(np.abs((V @ c - f) * (1 / f if relative else 1))))
         coef[:, i] = c
     print("// degree %d per cell, highest first; fit %.2e %s" % (deg, worst, "relative" if relative else "absolute"))
-    print("alignas(64) inline constexpr float %s[%d][32] = {" % (name, deg + 1))
-    for d in range(deg, -1, -1):
-        s32 = ["%.9ef" % x for x in coef[d].astype(np.float32)]
+    rows = [coef[d].astype(np.float32) for d in range(deg, -1, -1)]
+    if split_constant:
+        rows.insert(-1, (coef[0] - rows[-1].astype(np.float64)).astype(np.float32))
+    print("alignas(64) inline constexpr float %s[%d][32] = {" % (name, len(rows)))
+    for row in rows:
+        s32 = ["%.9ef" % x for x in row]
         print("    {" + ",\n     ".join(", ".join(s32[i:i + 4]) for i in range(0, 32, 4)) + "},")
     print("};")
 
@@ -106,3 +116,4 @@ if __name__ == "__main__":
     log1p_poly()
     cell_table("kErfcx", lambda a: erfc(a) * exp(a * a), 6, 3.0, True)
     cell_table("kErf", erf, 4, 8.0, False)
+    cell_table("kTanhOverX", lambda a: tanh(a) / a, 5, 3.5, True, centred=True, split_constant=True)
