@@ -112,7 +112,7 @@ void map1(const Tensor& out, const Tensor& x, F f) {
     const In* a = std::get<1>(p);
     if (st[0] == 1 && st[1] == 1) {
       if constexpr (std::is_same_v<Out, float>)
-        if (stream) return stream_map_f32(o, n, [&](int64_t i) { return f(a[i]); });
+        if (stream) return stream_map_f32(o, n, [&](int64_t i) { return f(a[i]); }, a);
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
     } else {
@@ -133,7 +133,7 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
     const In* y = std::get<2>(p);
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
       if constexpr (std::is_same_v<Out, float>)
-        if (stream) return stream_map_f32(o, n, [&](int64_t i) { return f(x[i], y[i]); });
+        if (stream) return stream_map_f32(o, n, [&](int64_t i) { return f(x[i], y[i]); }, x, y);
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
     } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {

@@ -98,7 +98,7 @@ REEL_AVX512_FN __m512 table32(const float* t, __m512i idx) {
 
 // A piecewise polynomial over 32 cells of width 1/per_unit from 0 (a in [0, 32/per_unit)):
 // cell c = floor(per_unit a), s = per_unit a - (c + 1/2) in one rounding, coefficients
-// highest first from `table`, one register lookup each (the erf and erfcx tables below)
+// highest first from `table`, one register lookup each (the erf table below)
 template <int N>
 REEL_AVX512_FN __m512 cell_polynomial(const float (&table)[N][32], __m512 a, float per_unit) {
   __m512 cell = _mm512_roundscale_ps(_mm512_mul_ps(a, splat(per_unit)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
@@ -113,14 +113,26 @@ REEL_AVX512_FN __m512 cell_polynomial(const float (&table)[N][32], __m512 a, flo
 // i = nearest(per_unit a) from the last bits of per_unit a + 1.5 * 2^23 (which vpermt2ps
 // reads as they are), s = per_unit a - i in one rounding; two operations fewer than floor
 // and convert
-// Returns a times the polynomial, whose constant term comes as two rows, lo then hi: a hi +
-// a (lo + s (...)) in one rounding, so the constant's own rounding (0.7 ulp) drops out.
-template <int N>
-REEL_AVX512_FN __m512 a_times_centred_cells(const float (&table)[N][32], __m512 a, float per_unit) {
+REEL_AVX512_FN __m512 centred_cell(__m512 a, float per_unit, __m512i* idx) {
   const __m512 shifter = splat(12582912.0f);
   __m512 shifted = _mm512_fmadd_ps(a, splat(per_unit), shifter);
-  __m512i idx = _mm512_castps_si512(shifted);
-  __m512 s = _mm512_fmsub_ps(a, splat(per_unit), _mm512_sub_ps(shifted, shifter));
+  *idx = _mm512_castps_si512(shifted);
+  return _mm512_fmsub_ps(a, splat(per_unit), _mm512_sub_ps(shifted, shifter));
+}
+template <int N>
+REEL_AVX512_FN __m512 centred_cell_polynomial(const float (&table)[N][32], __m512 a, float per_unit) {
+  __m512i idx;
+  __m512 s = centred_cell(a, per_unit, &idx);
+  __m512 q = table32(table[0], idx);
+  for (int k = 1; k < N; ++k) q = _mm512_fmadd_ps(q, s, table32(table[k], idx));
+  return q;
+}
+// a times the polynomial, whose constant term comes as two rows, lo then hi: a hi +
+// a (lo + s (...)) in one rounding, so the constant's own rounding (0.7 ulp) drops out
+template <int N>
+REEL_AVX512_FN __m512 a_times_centred_cells(const float (&table)[N][32], __m512 a, float per_unit) {
+  __m512i idx;
+  __m512 s = centred_cell(a, per_unit, &idx);
   __m512 q = table32(table[0], idx);
   for (int k = 1; k < N - 1; ++k) q = _mm512_fmadd_ps(q, s, table32(table[k], idx));
   return _mm512_fmadd_ps(a, table32(table[N - 1], idx), _mm512_mul_ps(a, q));
@@ -246,13 +258,14 @@ REEL_AVX512_FN __m512 softplus_unit(__m512 x) {
   return _mm512_fmadd_ps(e, q, _mm512_max_ps(x, _mm512_setzero_ps()));
 }
 
-// e^-(x^2 scale), x^2 split exactly into hi + lo (vmath.h's exp_neg_square_f32)
-REEL_AVX512_FN __m512 exp_neg_square(__m512 x, float scale) {
-  __m512 a = _mm512_min_ps(splat(20.0f), abs(x));
-  __m512 hi = _mm512_mul_ps(a, a);
-  __m512 lo = _mm512_fmsub_ps(a, a, hi);
-  __m512 e = exp(_mm512_mul_ps(hi, splat(-scale)));
-  return _mm512_fnmadd_ps(e, _mm512_mul_ps(lo, splat(scale)), e);
+// e^-(scale a^2) for a >= 0 and scale a power of 2 (so scale a is exact): a^2 is formed
+// inside the FMA of exp's reduction r = -(scale a) a - n ln 2, never rounded on its own (a
+// rounded a^2 would cost up to 40 ulp at e^-87); vmath.h's exp_neg_square_f32 splits it instead
+REEL_AVX512_FN __m512 exp_neg_square(__m512 a, float scale) {
+  const __m512 shifter = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(_mm512_mul_ps(a, a), splat(-scale * 1.44269504088896341f), shifter), shifter);
+  __m512 r = _mm512_fnmsub_ps(_mm512_mul_ps(a, splat(scale)), a, _mm512_mul_ps(n, splat(0.693359375f)));  // n ln2hi exact
+  return exp_reduced(_mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r), n);
 }
 
 // erf(a) = a P(a^2) on [0, 0.9] (vmath.h's erf_small_f32)
@@ -320,80 +333,81 @@ REEL_AVX512_FN __m512 erf(__m512 x) {
   return with_sign(_mm512_mask_blend_ps(less(a, 0.9f), q, erf_small(a)), x);
 }
 
-// erfc(a) e^(a^2) on [0, 10.67), 32 cells of width 1/3, a degree-6 polynomial each
-// (test/reference/fit_vmath_avx512.py; 3e-9 relative): the coefficients come from
-// registers (vpermt2ps), so one branch covers every a without a division (a rational
-// form in 1 / (1 + p a) turns the reciprocal's rounding into 8 ulp near a = 0)
-alignas(64) inline constexpr float kErfcx[7][32] = {
-    {1.278370328e-04f, 4.244027878e-05f, 1.544629595e-05f, 6.106605269e-06f,
-     2.599997288e-06f, 1.182818096e-06f, 5.708670869e-07f, 2.904356791e-07f,
-     1.548816897e-07f, 8.614098590e-08f, 4.974744527e-08f, 2.971661139e-08f,
-     1.829950591e-08f, 1.158191942e-08f, 7.514670664e-09f, 4.986743463e-09f,
-     3.377787605e-09f, 2.331133730e-09f, 1.636704106e-09f, 1.167326125e-09f,
-     8.445435462e-10f, 6.195908231e-10f, 4.599716164e-10f, 3.455035147e-10f,
-     2.622011774e-10f, 2.011137645e-10f, 1.556017953e-10f, 1.215212514e-10f,
-     9.557863528e-11f, 7.571335225e-11f, 6.061318114e-11f, 4.875115936e-11f},
-    {-7.301723817e-04f, -2.660439641e-04f, -1.061237635e-04f, -4.588579759e-05f,
-     -2.130966459e-05f, -1.054192762e-05f, -5.514598797e-06f, -3.030697371e-06f,
-     -1.739972504e-06f, -1.038408186e-06f, -6.414405220e-07f, -4.085927969e-07f,
-     -2.675270991e-07f, -1.795430933e-07f, -1.232059930e-07f, -8.626428638e-08f,
-     -6.151126541e-08f, -4.459542780e-08f, -3.282568883e-08f, -2.450006065e-08f,
-     -1.852083109e-08f, -1.416635165e-08f, -1.095388225e-08f, -8.555464781e-09f,
-     -6.744815373e-09f, -5.363677058e-09f, -4.300013234e-09f, -3.473454857e-09f,
-     -2.825665035e-09f, -2.314035408e-09f, -1.906904856e-09f, -1.580618747e-09f},
-    {3.786889836e-03f, 1.532958238e-03f, 6.774477079e-04f, 3.233807511e-04f,
-     1.651513303e-04f, 8.947146125e-05f, 5.103730655e-05f, 3.045714766e-05f,
-     1.890931344e-05f, 1.215561588e-05f, 8.057842933e-06f, 5.488847364e-06f,
-     3.830532023e-06f, 2.731682343e-06f, 1.986212510e-06f, 1.469626113e-06f,
-     1.104700800e-06f, 8.423704685e-07f, 6.507665944e-07f, 5.087697446e-07f,
-     4.021231632e-07f, 3.210373336e-07f, 2.586846222e-07f, 2.102327272e-07f,
-     1.722157918e-07f, 1.421163915e-07f, 1.180848486e-07f, 9.874704432e-08f,
-     8.307188182e-08f, 7.027816196e-08f, 5.976863804e-08f, 5.108316259e-08f},
-    {-1.811455004e-02f, -8.222264238e-03f, -4.060325678e-03f, -2.156607108e-03f,
-     -1.219646540e-03f, -7.280253922e-04f, -4.552573373e-04f, -2.963529550e-04f,
-     -1.997462241e-04f, -1.387737575e-04f, -9.900255100e-05f, -7.229419134e-05f,
-     -5.388889258e-05f, -4.091018491e-05f, -3.156776438e-05f, -2.471734661e-05f,
-     -1.960976078e-05f, -1.574369526e-05f, -1.277696265e-05f, -1.047171827e-05f,
-     -8.659866580e-06f, -7.220782209e-06f, -6.066677997e-06f, -5.132830665e-06f,
-     -4.370944680e-06f, -3.744577270e-06f, -3.225944056e-06f, -2.793655312e-06f,
-     -2.431095027e-06f, -2.125246510e-06f, -1.865830427e-06f, -1.644669737e-06f},
-    {7.722175866e-02f, 3.992732242e-02f, 2.234525606e-02f, 1.336916909e-02f,
-     8.461226709e-03f, 5.614672322e-03f, 3.877868177e-03f, 2.770888619e-03f,
-     2.038217615e-03f, 1.537155942e-03f, 1.184570370e-03f, 9.301838581e-04f,
-     7.425616495e-04f, 6.014583632e-04f, 4.934847821e-04f, 4.095724144e-04f,
-     3.434458340e-04f, 2.906774462e-04f, 2.480876865e-04f, 2.133564267e-04f,
-     1.847655221e-04f, 1.610255276e-04f, 1.411566045e-04f, 1.244057348e-04f,
-     1.101880407e-04f, 9.804482397e-05f, 8.761305071e-05f, 7.860297046e-05f,
-     7.078151248e-05f, 6.395977834e-05f, 5.798366692e-05f, 5.272659473e-05f},
-    {-2.831728458e-01f, -1.708962917e-01f, -1.106791198e-01f, -7.590686530e-02f,
-     -5.454097316e-02f, -4.070913419e-02f, -3.135215864e-02f, -2.478244901e-02f,
-     -2.002143487e-02f, -1.647643186e-02f, -1.377452631e-02f, -1.167308725e-02f,
-     -1.000952162e-02f, -8.671976626e-03f, -7.581694983e-03f, -6.682056934e-03f,
-     -5.931588355e-03f, -5.299395416e-03f, -4.762111232e-03f, -4.301818553e-03f,
-     -3.904601559e-03f, -3.559529316e-03f, -3.257923760e-03f, -2.992827911e-03f,
-     -2.758614719e-03f, -2.550694859e-03f, -2.365296241e-03f, -2.199296141e-03f,
-     -2.050092909e-03f, -1.915504341e-03f, -1.793690491e-03f, -1.683090813e-03f},
-    {8.365823030e-01f, 6.156903505e-01f, 4.778051078e-01f, 3.859965503e-01f,
-     3.215854168e-01f, 2.744323015e-01f, 2.386898547e-01f, 2.108063698e-01f,
-     1.885261536e-01f, 1.703605056e-01f, 1.552936584e-01f, 1.426121593e-01f,
-     1.318020672e-01f, 1.224848032e-01f, 1.143759415e-01f, 1.072580293e-01f,
-     1.009622216e-01f, 9.535551071e-02f, 9.033185244e-02f, 8.580566943e-02f,
-     8.170722425e-02f, 7.797911018e-02f, 7.457369566e-02f, 7.145110518e-02f,
-     6.857775152e-02f, 6.592512131e-02f, 6.346886605e-02f, 6.118806824e-02f,
-     5.906467885e-02f, 5.708301812e-02f, 5.522941425e-02f, 5.349190161e-02f},
+// Phi(-a) e^(a^2 / 2) = erfc(a / sqrt 2) e^(a^2 / 2) / 2 on [0, 14.82), 32 cells centred on
+// i / 2.125, degree 6 in s = 2.125 a - i (relative fit 4.8e-9, test/reference/
+// fit_vmath_avx512.py): the coefficients come from registers (vpermt2ps), so one branch
+// covers every a without a division (a rational form in 1 / (1 + p a) turns the
+// reciprocal's rounding into 8 ulp near a = 0)
+alignas(64) inline constexpr float kPhiTailOverPdf[7][32] = {
+    {1.139762753e-04f, 3.607786857e-05f, 1.257563417e-05f, 4.781887583e-06f,
+     1.966064019e-06f, 8.668795317e-07f, 4.068490966e-07f, 2.018818321e-07f,
+     1.052797174e-07f, 5.739452291e-08f, 3.255656367e-08f, 1.913647374e-08f,
+     1.161398711e-08f, 7.254660872e-09f, 4.651344643e-09f, 3.053399755e-09f,
+     2.047637393e-09f, 1.400615957e-09f, 9.752016972e-10f, 6.902970973e-10f,
+     4.960578059e-10f, 3.614945565e-10f, 2.667720767e-10f, 1.992120496e-10f,
+     1.501808539e-10f, 1.148774825e-10f, 8.833333370e-11f, 6.875575109e-11f,
+     5.373481868e-11f, 4.263732770e-11f, 3.394256404e-11f, 2.735327589e-11f},
+    {-6.223401870e-04f, -2.162414021e-04f, -8.266440273e-05f, -3.441220179e-05f,
+     -1.545201303e-05f, -7.419431313e-06f, -3.780012321e-06f, -2.029375537e-06f,
+     -1.141175289e-06f, -6.686069014e-07f, -4.062790708e-07f, -2.550248723e-07f,
+     -1.647946846e-07f, -1.092953923e-07f, -7.420339898e-08f, -5.145404103e-08f,
+     -3.636841583e-08f, -2.615651695e-08f, -1.911263503e-08f, -1.416957485e-08f,
+     -1.064550581e-08f, -8.096346704e-09f, -6.227469651e-09f, -4.840213119e-09f,
+     -3.798504622e-09f, -3.007981420e-09f, -2.401940202e-09f, -1.933136318e-09f,
+     -1.567160735e-09f, -1.279299555e-09f, -1.050939669e-09f, -8.686847353e-10f},
+    {3.065123921e-03f, 1.184349647e-03f, 5.022563855e-04f, 2.312100114e-04f,
+     1.143810659e-04f, 6.026364645e-05f, 3.354772343e-05f, 1.959634574e-05f,
+     1.193984372e-05f, 7.549268048e-06f, 4.931542662e-06f, 3.315849881e-06f,
+     2.287369853e-06f, 1.614359576e-06f, 1.162910166e-06f, 8.532471156e-07f,
+     6.365111744e-07f, 4.820143999e-07f, 3.700351101e-07f, 2.876294616e-07f,
+     2.261371890e-07f, 1.796605176e-07f, 1.441169104e-07f, 1.166373735e-07f,
+     9.517754052e-08f, 7.826117354e-08f, 6.481027981e-08f, 5.402770853e-08f,
+     4.531864306e-08f, 3.823413408e-08f, 3.243290081e-08f, 2.765263041e-08f},
+    {-1.385729853e-02f, -6.010466255e-03f, -2.852966078e-03f, -1.464326633e-03f,
+     -8.040316752e-04f, -4.678713158e-04f, -2.862136171e-04f, -1.828013919e-04f,
+     -1.211909403e-04f, -8.299179171e-05f, -5.846322529e-05f, -4.221841664e-05f,
+     -3.116124572e-05f, -2.344967470e-05f, -1.795327626e-05f, -1.395867639e-05f,
+     -1.100418285e-05f, -8.784077181e-06f, -7.091672160e-06f, -5.784551831e-06f,
+     -4.762872777e-06f, -3.955512966e-06f, -3.311064347e-06f, -2.791861789e-06f,
+     -2.369964250e-06f, -2.024401738e-06f, -1.739266736e-06f, -1.502370765e-06f,
+     -1.304287025e-06f, -1.137660547e-06f, -9.967062624e-07f, -8.768383850e-07f},
+    {5.536330864e-02f, 2.740315348e-02f, 1.477819961e-02f, 8.569345810e-03f,
+     5.282200873e-03f, 3.427901538e-03f, 2.323254012e-03f, 1.633577398e-03f,
+     1.185195637e-03f, 8.832874009e-04f, 6.737097865e-04f, 5.242960760e-04f,
+     4.152511538e-04f, 3.340055118e-04f, 2.723511716e-04f, 2.247920784e-04f,
+     1.875640010e-04f, 1.580357784e-04f, 1.343339100e-04f, 1.151018296e-04f,
+     9.934208356e-05f, 8.631090896e-05f, 7.544653636e-05f, 6.631959695e-05f,
+     5.859828889e-05f, 5.202363900e-05f, 4.639157487e-05f, 4.153988993e-05f,
+     3.733860649e-05f, 3.368276157e-05f, 3.048700819e-05f, 2.768146805e-05f},
+    {-1.877375841e-01f, -1.088303924e-01f, -6.820651889e-02f, -4.554555565e-02f,
+     -3.202109784e-02f, -2.347777411e-02f, -1.781685464e-02f, -1.391144376e-02f,
+     -1.112333033e-02f, -9.073869325e-03f, -7.529093884e-03f, -6.339185406e-03f,
+     -5.405151751e-03f, -4.659741651e-03f, -4.056127742e-03f, -3.560977755e-03f,
+     -3.150096396e-03f, -2.805605065e-03f, -2.514080377e-03f, -2.265297342e-03f,
+     -2.051363699e-03f, -1.866113977e-03f, -1.704678405e-03f, -1.563171740e-03f,
+     -1.438464620e-03f, -1.328015351e-03f, -1.229742542e-03f, -1.141929417e-03f,
+     -1.063150004e-03f, -9.922118625e-04f, -9.281125385e-04f, -8.700039471e-04f},
+    {5.000000000e-01f, 3.563151360e-01f, 2.698786557e-01f, 2.140285671e-01f,
+     1.757892668e-01f, 1.483471096e-01f, 1.278830171e-01f, 1.121333539e-01f,
+     9.969044477e-02f, 8.964201808e-02f, 8.137537539e-02f, 7.446608692e-02f,
+     6.861206144e-02f, 6.359313428e-02f, 5.924545601e-02f, 5.544482172e-02f,
+     5.209548026e-02f, 4.912254587e-02f, 4.646664858e-02f, 4.408016428e-02f,
+     4.192445800e-02f, 3.996789083e-02f, 3.818430379e-02f, 3.655189648e-02f,
+     3.505236655e-02f, 3.367022052e-02f, 3.239228204e-02f, 3.120725229e-02f,
+     3.010541201e-02f, 2.907834016e-02f, 2.811871096e-02f, 2.722012065e-02f},
 };
+// Phi(-|x|) = e^(-x^2 / 2) kPhiTailOverPdf(|x|), relative-accurate down to the smallest
+// normal gelu (x = -13.2), and *pdf = e^(-x^2 / 2); |x| capped at 14.8, where both are 0
+REEL_AVX512_FN __m512 phi_tail(__m512 x, __m512* pdf) {
+  __m512 a = _mm512_min_ps(splat(14.8f), abs(x));
+  *pdf = exp_neg_square(a, 0.5f);
+  return _mm512_mul_ps(*pdf, centred_cell_polynomial(kPhiTailOverPdf, a, 2.125f));
+}
 
-REEL_AVX512_FN __m512 erfcx(__m512 a) { return cell_polynomial(kErfcx, a, 3.0f); }
-
-// 2 Phi(x) = erfc(a) for x < 0, 2 - erfc(a) for x >= 0, a = |x| / sqrt 2, with erfc(a) =
-// e^-a^2 erfcx(a) relative-accurate down to the smallest normal gelu (x = -13.2; a is
-// capped at 10.5, where e^-a^2 is already below it); *pdf = e^(-x^2 / 2)
-REEL_AVX512_FN __m512 two_phi(__m512 x, __m512* pdf) {
-  __m512 a = _mm512_min_ps(splat(10.5f), _mm512_mul_ps(abs(x), splat(0.70710678118654752f)));
-  __m512 e = exp_neg_square(x, 0.5f);
-  *pdf = e;
-  __m512 erfc = _mm512_mul_ps(e, erfcx(a));
-  return _mm512_mask_sub_ps(erfc, ~sign_set(x), splat(2.0f), erfc);
+// Phi(x): the tail below 0, 1 - the tail above
+REEL_AVX512_FN __m512 phi(__m512 x, __m512* pdf) {
+  __m512 tail = phi_tail(x, pdf);
+  return _mm512_mask_sub_ps(tail, ~sign_set(x), splat(1.0f), tail);
 }
 
 // sigmoid(2u) for gelu_tanh, 2u = 2 sqrt(2/pi) (x + 0.044715 x^3) = x (c1 + c3 x^2), and

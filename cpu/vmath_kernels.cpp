@@ -23,13 +23,13 @@ namespace {
 
 template <typename F>
 [[gnu::always_inline]] inline void loop1(float* o, const float* x, int64_t n, bool stream, F f) {
-  if (stream) return stream_map_f32(o, n, [&](int64_t i) { return f(x[i]); });
+  if (stream) return stream_map_f32(o, n, [&](int64_t i) { return f(x[i]); }, x);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
 }
 template <typename F>
 [[gnu::always_inline]] inline void loop2(float* o, const float* g, const float* x, int64_t n, bool stream, F f) {
-  if (stream) return stream_map_f32(o, n, [&](int64_t i) { return g[i] * f(x[i]); });
+  if (stream) return stream_map_f32(o, n, [&](int64_t i) { return g[i] * f(x[i]); }, g, x);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = g[i] * f(x[i]);
 }
@@ -73,10 +73,15 @@ template <typename F>
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // o[i] = f(x[i]) (g == nullptr) or g[i] f(x[i]), 16 lanes at a time; the tail through
-// masked loads and stores; streamed from o's first 64-byte boundary on when `stream`
+// masked loads and stores; streamed from o's first 64-byte boundary on when `stream`.
+// The inputs are prefetched 2 KiB ahead: with 20-50 operations per vector the hardware
+// prefetchers alone left these loops waiting on memory (2-core Xeon, 4M floats, gelu_tanh
+// forward 0.94 -> 0.82 ms, tanh 0.65 -> 0.62).
 template <typename F>
 [[gnu::always_inline]] inline REEL_V4 void map16(float* o, const float* g, const float* x, int64_t n, bool stream, F f) {
   auto at = [&](int64_t i) REEL_V4 {
+    prefetch_ahead(x, i);
+    if (g) prefetch_ahead(g, i);
     __m512 y = f(_mm512_loadu_ps(x + i));
     return g ? _mm512_mul_ps(_mm512_loadu_ps(g + i), y) : y;
   };
@@ -111,7 +116,7 @@ REEL_V4 void forward_avx512(UnaryOp op, float* o, const float* x, int64_t n, flo
     case UnaryOp::gelu:
       return map16(o, nullptr, x, n, stream, [](__m512 t) REEL_V4 {
         __m512 pdf;
-        return _mm512_mul_ps(_mm512_mul_ps(t, v::splat(0.5f)), v::two_phi(t, &pdf));
+        return _mm512_mul_ps(t, v::phi(t, &pdf));
       });
     case UnaryOp::gelu_tanh:  // x sigmoid(2u)
       return map16(o, nullptr, x, n, stream, [](__m512 t) REEL_V4 {
@@ -139,8 +144,8 @@ REEL_V4 void backward_avx512(UnaryOp op, float* o, const float* g, const float* 
     case UnaryOp::gelu:  // Phi(x) + x phi(x)
       return map16(o, g, x, n, stream, [](__m512 t) REEL_V4 {
         __m512 pdf;
-        __m512 p2 = v::two_phi(t, &pdf);
-        return _mm512_fmadd_ps(_mm512_mul_ps(t, pdf), v::splat(0.39894228040143268f), _mm512_mul_ps(p2, v::splat(0.5f)));
+        __m512 p = v::phi(t, &pdf);
+        return _mm512_fmadd_ps(_mm512_mul_ps(t, pdf), v::splat(0.39894228040143268f), p);
       });
     case UnaryOp::gelu_tanh:  // s + 2 x s (1 - s) u', s = sigmoid(2u)
       return map16(o, g, x, n, stream, [](__m512 t) REEL_V4 {
@@ -152,7 +157,7 @@ REEL_V4 void backward_avx512(UnaryOp op, float* o, const float* g, const float* 
       });
     case UnaryOp::erf:
       return map16(o, g, x, n, stream, [](__m512 t) REEL_V4 {
-        return _mm512_mul_ps(v::splat(1.1283791670955126f), v::exp_neg_square(t, 1.0f));
+        return _mm512_mul_ps(v::splat(1.1283791670955126f), v::exp_neg_square(_mm512_min_ps(v::splat(10.5f), v::abs(t)), 1.0f));
       });
     case UnaryOp::softplus: {  // sigmoid(beta x), 1 above the threshold
       const __m512 b = v::splat(beta), th = v::splat(threshold);

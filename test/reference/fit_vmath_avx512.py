@@ -10,10 +10,6 @@
   iteratively reweighted least squares on Chebyshev nodes (numpy only), then the worst
   f32 Horner error in ulp.
 
-  erfc(a) e^(a^2) for a in [0, 10.67) (gelu's 2 Phi(x) = erfc(|x| / sqrt 2) e^-(x^2/2) for
-  x < 0): 32 cells of width 1/3 in a, degree 6 in s = 3a - (cell + 1/2) in [-1/2, 1/2],
-  near-minimax relative error per cell.
-
   erf(a) on [0, 4), 32 cells of width 1/8, degree 4 in s = 8a - (cell + 1/2): absolute
   error 7e-9 (erf's values there are >= 0.79 where it is used, a >= 0.9), near-minimax
   by reweighted least squares.
@@ -22,10 +18,14 @@ tanh(a) / a on [0, 9), 32 cells centred on i / 3.5 (i = 0..31), degree 5 in
   s = 3.5 a - i in [-1/2, 1/2], near-minimax relative error, the constant term in two
   floats (hi last): tanh x = x times that.
 
+Phi(-a) e^(a^2 / 2) = erfc(a / sqrt 2) e^(a^2 / 2) / 2 for a in [0, 14.82) (gelu's tail
+  Phi(-|x|) = e^(-x^2 / 2) times it): 32 cells centred on i / 2.125, degree 6 in
+  s = 2.125 a - i, near-minimax relative error.
+
 test/test_vmath.cpp checks the resulting functions over dense sweeps.
     /usr/bin/python3 test/reference/fit_vmath_avx512.py
 """
-from math import erf, erfc, exp, log, log1p, tanh
+from math import erf, erfc, exp, log, log1p, sqrt, tanh
 
 import numpy as np
 
@@ -114,6 +114,6 @@ def cell_table(name, fn, deg, per_unit, relative, centred=False, split_constant=
 if __name__ == "__main__":
     log_tables()
     log1p_poly()
-    cell_table("kErfcx", lambda a: erfc(a) * exp(a * a), 6, 3.0, True)
     cell_table("kErf", erf, 4, 8.0, False)
     cell_table("kTanhOverX", lambda a: tanh(a) / a, 5, 3.5, True, centred=True, split_constant=True)
+    cell_table("kPhiTailOverPdf", lambda a: 0.5 * erfc(a / sqrt(2)) * exp(a * a / 2), 6, 2.125, True, centred=True)
