@@ -6,6 +6,9 @@
   cell stores 1/c rounded to f32 and -ln(that f32) as hi + lo. The cells touching 1 use
   c = 1, so ln x near 1 is the series in r = m / c - 1 alone.
 
+  e^r on |r| <= ln 2 / 2 (exp's polynomial): 1 + r + r^2 (c2 + ... + c6 r^4), minimax
+  relative error.
+
   ln(1 + e) = e Q(e - 1/2) on [0, 1], degree 8 (softplus): near-minimax relative error by
   iteratively reweighted least squares on Chebyshev nodes (numpy only), then the worst
   f32 Horner error in ulp.
@@ -79,6 +82,23 @@ def log1p_poly(deg=8):
     print(", ".join("%.10ef" % x for x in c[::-1]))
 
 
+def exp_poly(deg=6):
+    """e^r = 1 + r + r^2 (c2 + ... + c_deg r^(deg-2)) on |r| <= ln 2 / 2, minimax relative
+    to e^r by reweighted least squares"""
+    r = log(2) / 2 * np.cos(np.pi * (np.arange(4000) + 0.5) / 4000)
+    f = np.exp(r)
+    V = np.vander(r, deg + 1, increasing=True)[:, 2:]
+    w = 1 / f
+    for _ in range(80):
+        c = np.linalg.lstsq(V * w[:, None], (f - 1 - r) * w, rcond=None)[0]
+        e = np.abs((V @ c - (f - 1 - r)) / f)
+        w = w * (1 + 20 * e / e.max())
+    c32 = c.astype(np.float32)
+    print("// e^r: c%d .. c2; fit %.2e relative with the f32 coefficients"
+          % (deg, np.max(np.abs((V @ c32.astype(np.float64) - (f - 1 - r)) / f))))
+    print(", ".join("%.10ef" % x for x in c32[::-1]))
+
+
 def cell_table(name, fn, deg, per_unit, relative, centred=False, split_constant=False):
     """32 cells of width 1/per_unit from 0, a polynomial of degree deg in s = per_unit a -
     (cell + 1/2) each, near-minimax (relative or absolute error); printed highest first.
@@ -114,6 +134,7 @@ def cell_table(name, fn, deg, per_unit, relative, centred=False, split_constant=
 if __name__ == "__main__":
     log_tables()
     log1p_poly()
+    exp_poly()
     cell_table("kErf", erf, 4, 8.0, False)
     cell_table("kTanhOverX", lambda a: tanh(a) / a, 5, 3.5, True, centred=True, split_constant=True)
     cell_table("kPhiTailOverPdf", lambda a: 0.5 * erfc(a / sqrt(2)) * exp(a * a / 2), 6, 2.125, True, centred=True)
