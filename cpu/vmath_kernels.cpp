@@ -115,8 +115,7 @@ REEL_V4 void forward_avx512(UnaryOp op, float* o, const float* x, int64_t n, flo
     case UnaryOp::erf: return map16(o, nullptr, x, n, stream, [](__m512 t) REEL_V4 { return v::erf(t); });
     case UnaryOp::gelu:
       return map16(o, nullptr, x, n, stream, [](__m512 t) REEL_V4 {
-        __m512 pdf;
-        return _mm512_mul_ps(t, v::phi(t, &pdf));
+        return _mm512_mul_ps(t, v::phi_common(t));
       });
     case UnaryOp::gelu_tanh:  // x sigmoid(2u)
       return map16(o, nullptr, x, n, stream, [](__m512 t) REEL_V4 {

@@ -216,6 +216,31 @@ TEST_CASE("vector kernels give the same values at every length (whole vectors, m
   }
 }
 
+// gelu's forward takes its exponential-free path for a vector unless a lane is below
+// -5.99 (cpu/vmath_avx512.h's phi_common): each lane's value must not depend on its
+// neighbours. Vectors here mix both kinds; each element is checked against itself alone.
+TEST_CASE("gelu gives each element its own value whatever the rest of its vector holds", "[vmath]") {
+  manual_seed(13);
+  const int64_t n = 16 * 20;
+  Tensor near = rand({n}) * 11.99 - 5.99, far = rand({n}) * -10.0 - 6.0;
+  Tensor pick = rand({n}) < 0.2;  // about 3 far lanes in a vector
+  Tensor x = where(pick, far, near);
+  std::vector<float> xs = x.to_vector<float>(), ys = gelu(x).to_vector<float>();
+  int far_lanes = 0, mixed_vectors = 0;
+  for (int64_t v = 0; v < n / 16; ++v) {
+    int k = 0;
+    for (int64_t i = 16 * v; i < 16 * v + 16; ++i) k += xs[size_t(i)] < -5.99f;
+    far_lanes += k;
+    mixed_vectors += k > 0 && k < 16;
+  }
+  REQUIRE(mixed_vectors >= 10);
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("x = " << xs[size_t(i)]);
+    CHECK(gelu(x.narrow(0, i, 1).contiguous()).item<float>() == ys[size_t(i)]);
+  }
+  CHECK(far_lanes > 0);
+}
+
 // Outputs of 16 MiB and more are written with streaming stores (cpu/stream_store.h), 16
 // results at a time: every element must equal the normal-store path's result,
 // including the unaligned heads and the tails of each thread's chunk.

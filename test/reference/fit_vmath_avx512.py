@@ -25,6 +25,9 @@ Phi(-a) e^(a^2 / 2) = erfc(a / sqrt 2) e^(a^2 / 2) / 2 for a in [0, 14.82) (gelu
   Phi(-|x|) = e^(-x^2 / 2) times it): 32 cells centred on i / 2.125, degree 6 in
   s = 2.125 a - i, near-minimax relative error.
 
+Phi(-a) = erfc(a / sqrt 2) / 2 for a in [0, 6) (gelu's forward without an exponential):
+  32 cells centred on i / 5.25, degree 6 in s = 5.25 a - i, near-minimax relative error.
+
 test/test_vmath.cpp checks the resulting functions over dense sweeps.
     /usr/bin/python3 test/reference/fit_vmath_avx512.py
 """
@@ -138,3 +141,4 @@ if __name__ == "__main__":
     cell_table("kErf", erf, 4, 8.0, False)
     cell_table("kTanhOverX", lambda a: tanh(a) / a, 5, 3.5, True, centred=True, split_constant=True)
     cell_table("kPhiTailOverPdf", lambda a: 0.5 * erfc(a / sqrt(2)) * exp(a * a / 2), 6, 2.125, True, centred=True)
+    cell_table("kPhiTail", lambda a: 0.5 * erfc(a / sqrt(2)), 6, 5.25, True, centred=True)
