@@ -470,7 +470,7 @@ alignas(64) inline constexpr float kPhiTail[7][32] = {
      4.821303534e-08f, 1.658635540e-08f, 5.508288492e-09f, 1.765782076e-09f},
 };
 // Phi(x) for gelu's forward: kPhiTail alone, no exponential, unless a lane is below -5.99
-// (1e-9 of a standard normal's mass), whose tail only phi's e^(-x^2 / 2) form reaches; 25
+// (1e-9 of a standard normal's mass), whose tail only phi's e^(-x^2 / 2) form reaches; 22
 // operations a vector against phi's 36. For x >= 5.99 the table's end gives 1 - 1e-9 = 1.
 // (vrangeps: min(|x|, 5.99) in one operation; it drops NaN, which x Phi(x) keeps.)
 REEL_AVX512_FN __m512 phi_common(__m512 x) {
@@ -488,7 +488,7 @@ REEL_AVX512_FN __m512 phi_common(__m512 x) {
 // 100, so 2u must be exact to ~2^-30 (vmath.h's gelu_tanh_u2_f32 uses f64): here t = c1 +
 // c3 a^2 (a = |x|) is kept as t + tl (a^2 split by FMA; c1's high part has 21 bits, so
 // c1h - t is exact while t < 16), and the product a t is formed inside the FMAs of exp's
-// reduction r = -a t - n ln 2, never rounded on its own. 33 operations where a product in
+// reduction r = -a t - n ln 2, never rounded on its own. 31 operations where a product in
 // f32 pairs and a first-order correction took 49 (W14 on the Xeon)
 REEL_AVX512_FN __m512 gelu_tanh_sigmoid(__m512 x, __m512* rest) {
   const __m512 c1h = splat(1673285.0f / 1048576.0f), c1l = splat(1.930778950e-07f);

@@ -2,12 +2,13 @@
 // cpu/vmath.h's f32 functions per element under `omp simd`, so the compiler emits it as
 // straight-line code at the width of the build's ISA (AVX2 with x86-64-v3). On x86 CPUs
 // with AVX-512 the forward and backward kernels are cpu/vmath_avx512.h's intrinsic forms
-// instead (same formulas, accuracy and special cases; picked at run time by
-// reel::vector_isa()): 1.5-2.7x fewer cycles per element than the compiler's v4 code of
-// the scalar forms (vscalef, rcp14, getmant, table lookups in registers).
-// Floor: memory bandwidth (8 bytes per element forward, 12 backward); on a 2-core machine
-// exp, log and sigmoid reach it, and gelu, erf and gelu_tanh (two polynomials and an
-// exp per element) stay compute bound. Large outputs are streamed (cpu/stream_store.h).
+// instead (the same functions, accuracy contract and special cases, some by other
+// formulas; picked at run time by reel::vector_isa()): 1.5-3x fewer cycles per element
+// than the compiler's v4 code of the scalar forms (vscalef, rcp14, getmant, tables in
+// registers). Floor: memory bandwidth (8 bytes per element forward, 12 backward); on the
+// 2-core Xeon of bench/RESULTS.md every forward and backward here is within 1.25x of it,
+// the gelu_tanh pair (31 vector operations per 16 elements) the furthest. Large outputs
+// are streamed (cpu/stream_store.h).
 #include "vmath_kernels.h"
 
 #include <algorithm>
