@@ -483,18 +483,24 @@ REEL_AVX512_FN __m512 phi_common(__m512 x) {
   return _mm512_mask_sub_ps(tail, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), splat(1.0f), tail);
 }
 
-// sigmoid(2u) for gelu_tanh, 2u = 2 sqrt(2/pi) (x + 0.044715 x^3) = x (c1 + c3 x^2), and
-// *rest = 1 - sigmoid(2u), both to a few ulp. gelu_tanh's left tail is x e^2u with |2u| up to
-// 100, so 2u must be exact to ~2^-30 (vmath.h's gelu_tanh_u2_f32 uses f64): here t = c1 +
-// c3 a^2 (a = |x|) is kept as t + tl (a^2 split by FMA; c1's high part has 21 bits, so
-// c1h - t is exact while t < 16), and the product a t is formed inside the FMAs of exp's
-// reduction r = -a t - n ln 2, never rounded on its own. 31 operations where a product in
-// f32 pairs and a first-order correction took 49 (W14 on the Xeon)
-REEL_AVX512_FN __m512 gelu_tanh_sigmoid(__m512 x, __m512* rest) {
+// The pieces of sigmoid(2u) for gelu_tanh, 2u = 2 sqrt(2/pi) (x + 0.044715 x^3) = x (c1 +
+// c3 x^2), each to a few ulp: e = e^-|2u| and s = 1 / (1 + e), so that sigmoid(2u) is s
+// for x >= 0 and e s below, and 1 - sigmoid(2u) the other one; a2 = min(|x|, 13)^2.
+// gelu_tanh's left tail is x e^2u with |2u| up to 100, so 2u must be exact to ~2^-30
+// (vmath.h's gelu_tanh_u2_f32 uses f64): here t = c1 + c3 a^2 (a = |x|) is kept as t + tl
+// (a^2 split by FMA; c1's high part has 21 bits, so c1h - t is exact while t < 16), and
+// the product a t is formed inside the FMAs of exp's reduction r = -a t - n ln 2, never
+// rounded on its own. 27 operations where a product in f32 pairs, a whole sigmoid and a
+// first-order correction took 49 (W14 on the Xeon). vrangeps caps |x| in one operation
+// and drops NaN, which the callers' products with x keep.
+struct GeluTanhParts {
+  __m512 e, s, a2;
+};
+REEL_AVX512_FN GeluTanhParts gelu_tanh_parts(__m512 x) {
   const __m512 c1h = splat(1673285.0f / 1048576.0f), c1l = splat(1.930778950e-07f);
   const __m512 c3h = splat(7.135481387e-02f), c3l = splat(2.398832466e-09f);
-  const __m512 shifter = splat(12582912.0f);         // 1.5 * 2^23: adding it rounds to an integer
-  __m512 a = _mm512_min_ps(splat(13.0f), abs(x));  // e^-a t is 0 in f32 from a = 13 on (t < 16 there)
+  const __m512 shifter = splat(12582912.0f);                // 1.5 * 2^23: adding it rounds to an integer
+  __m512 a = _mm512_range_ps(x, splat(13.0f), 0b1010);  // min(|x|, 13): e^-a t is 0 in f32 from 13 (t < 16)
   __m512 a2 = _mm512_mul_ps(a, a), a2l = _mm512_fmsub_ps(a, a, a2);
   __m512 t = _mm512_fmadd_ps(c3h, a2, c1h);
   __m512 tl = _mm512_fmadd_ps(c3h, a2, _mm512_sub_ps(c1h, t));
@@ -505,11 +511,7 @@ REEL_AVX512_FN __m512 gelu_tanh_sigmoid(__m512 x, __m512* rest) {
   r = _mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r);
   r = _mm512_fnmadd_ps(a, tl, r);
   __m512 e = exp_reduced(r, n);
-  __m512 s = reciprocal(_mm512_add_ps(e, splat(1.0f)));
-  __m512 es = _mm512_mul_ps(e, s);
-  __mmask16 negative = sign_set(x);
-  *rest = _mm512_mask_blend_ps(negative, es, s);
-  return _mm512_mask_blend_ps(negative, s, es);
+  return {e, reciprocal(_mm512_add_ps(e, splat(1.0f))), a2};
 }
 
 #undef REEL_AVX512_FN

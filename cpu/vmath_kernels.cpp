@@ -120,8 +120,8 @@ REEL_V4 void forward_avx512(UnaryOp op, float* o, const float* x, int64_t n, flo
       });
     case UnaryOp::gelu_tanh:  // x sigmoid(2u)
       return map16(o, nullptr, x, n, stream, [](__m512 t) REEL_V4 {
-        __m512 rest;
-        return _mm512_mul_ps(t, v::gelu_tanh_sigmoid(t, &rest));
+        v::GeluTanhParts p = v::gelu_tanh_parts(t);
+        return _mm512_mul_ps(t, _mm512_mask_mul_ps(p.s, v::sign_set(t), p.s, p.e));
       });
     case UnaryOp::softplus: {  // PyTorch's rule: x where beta x > threshold, ln(1 + e^(beta x)) / beta below
       const __m512 b = v::splat(beta), th = v::splat(threshold);
@@ -147,13 +147,13 @@ REEL_V4 void backward_avx512(UnaryOp op, float* o, const float* g, const float* 
         __m512 p = v::phi(t, &pdf);
         return _mm512_fmadd_ps(_mm512_mul_ps(t, pdf), v::splat(0.39894228040143268f), p);
       });
-    case UnaryOp::gelu_tanh:  // s + 2 x s (1 - s) u', s = sigmoid(2u)
+    case UnaryOp::gelu_tanh:  // sigma + x sigma (1 - sigma) 2u', sigma = sigmoid(2u); sigma (1 - sigma) = e s^2
       return map16(o, g, x, n, stream, [](__m512 t) REEL_V4 {
-        __m512 rest;
-        __m512 s = v::gelu_tanh_sigmoid(t, &rest);
-        __m512 du2 = _mm512_fmadd_ps(_mm512_mul_ps(t, t), v::splat(1.5957691216057308f * 3.0f * 0.044715f),
-                                     v::splat(1.5957691216057308f));
-        return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(t, s), rest), du2, s);
+        v::GeluTanhParts p = v::gelu_tanh_parts(t);
+        __m512 sigma = _mm512_mask_mul_ps(p.s, v::sign_set(t), p.s, p.e);
+        __m512 du2 = _mm512_fmadd_ps(p.a2, v::splat(1.5957691216057308f * 3.0f * 0.044715f), v::splat(1.5957691216057308f));
+        __m512 x_var = _mm512_mul_ps(t, _mm512_mul_ps(_mm512_mul_ps(p.s, p.s), p.e));
+        return _mm512_fmadd_ps(x_var, du2, sigma);
       });
     case UnaryOp::erf:
       return map16(o, g, x, n, stream, [](__m512 t) REEL_V4 {
