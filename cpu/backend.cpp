@@ -1,5 +1,6 @@
 // The CPU backend's memory, copies, fills and random numbers, and its registration.
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -129,6 +130,20 @@ void* CpuBackend::allocate(size_t nbytes) {
     trim_cache(c, 0);  // this block is already counted live
   }
   void* p = std::aligned_alloc(64, r);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Large blocks ask for transparent huge pages over their whole 2 MiB pages (where the
+  // system's THP mode is "madvise", as on Debian, nothing else gives them any): a 4M-float
+  // map spans 4096 4 KiB pages per operand and misses the TLB on most of them. Streaming
+  // ops went 4-10% faster (W14 on the Xeon: exp 0.66 -> 0.62 ms, log 0.73 -> 0.66); W10 and
+  // W11 unchanged within noise, W11's peak RSS +0.7%. Blocks are not realigned to 2 MiB:
+  // that was faster still for W14 but 4% slower for W11 (every large operand at the same
+  // offset in the cache sets).
+  if (p && r >= kLargeMin) {
+    const uintptr_t huge = uintptr_t(2) << 20, at = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t lo = (at + huge - 1) & ~(huge - 1), hi = (at + r) & ~(huge - 1);
+    if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice: a refusal is fine
+  }
+#endif
   if (!p) g_allocated.fetch_sub(r, std::memory_order_relaxed);
   if (!p) throw Error(fmt::format("cpu: out of memory allocating {} bytes", nbytes));
   return p;
