@@ -134,10 +134,10 @@ void* CpuBackend::allocate(size_t nbytes) {
   // Large blocks ask for transparent huge pages over their whole 2 MiB pages (where the
   // system's THP mode is "madvise", as on Debian, nothing else gives them any): a 4M-float
   // map spans 4096 4 KiB pages per operand and misses the TLB on most of them. Streaming
-  // ops went 4-10% faster (W14 on the Xeon: exp 0.66 -> 0.62 ms, log 0.73 -> 0.66); W10 and
-  // W11 unchanged within noise, W11's peak RSS +0.7%. Blocks are not realigned to 2 MiB:
-  // that was faster still for W14 but 4% slower for W11 (every large operand at the same
-  // offset in the cache sets).
+  // ops went 4-10% faster (W14 on the Xeon: exp 0.64-0.67 -> 0.62-0.64 ms, log 0.71-0.75
+  // -> 0.66-0.68); W10 and W11 unchanged within noise, W11's peak RSS +0.7%. Blocks are
+  // not realigned to 2 MiB: that was faster still for W14 but 4% slower for W11 (every
+  // large operand at the same offset in the cache sets).
   if (p && r >= kLargeMin) {
     const uintptr_t huge = uintptr_t(2) << 20, at = reinterpret_cast<uintptr_t>(p);
     const uintptr_t lo = (at + huge - 1) & ~(huge - 1), hi = (at + r) & ~(huge - 1);
