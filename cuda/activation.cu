@@ -34,7 +34,7 @@ struct GradFn {
       T z = x * a;
       return z > b ? g : g / (T(1) + exp(-z));
     } else {  // elu
-      return x > T(0) ? g : g * a * exp(x);
+      return x <= T(0) ? g * a * exp(x) : g;  // as PyTorch: NaN passes g
     }
   }
 };

@@ -11,6 +11,8 @@ import torch.nn.functional as F
 X = [-30.0, -20.5, -10.0, -5.0, -3.5, -3.0, -2.5, -1.0, -0.75, -0.5, -1e-3, -1e-6, 0.0, 1e-6, 1e-3,
      0.5, 0.75, 1.0, 2.5, 3.0, 3.5, 5.0, 5.01, 9.9, 10.0, 10.1, 20.5, 30.0]
 X_POS = [1e-30, 1e-6, 1e-3, 0.5, 1.0, 2.5, 10.0, 1e6, 3e38]
+# IEEE specials, appended to every case's inputs (log's: its own edges 0 and x < 0 too)
+SPECIAL = [float("nan"), float("inf"), float("-inf")]
 
 # (name as the C++ test spells it, scalars a and b, function, inputs)
 CASES = [
@@ -28,10 +30,13 @@ CASES = [
     ("leaky_relu", 0.01, 0, lambda x: F.leaky_relu(x, 0.01), X),
     ("leaky_relu", 0.2, 0, lambda x: F.leaky_relu(x, 0.2), X),
     ("exp", 0, 0, torch.exp, [v for v in X if v <= 20.5]),
-    ("log", 0, 0, torch.log, X_POS),
+    ("log", 0, 0, torch.log, X_POS + [0.0, -1.0]),
     ("tanh", 0, 0, torch.tanh, X),
     ("sigmoid", 0, 0, torch.sigmoid, X),
 ]
+# every case again on its specials, and on an empty input
+CASES = ([(name, a, b, f, xs + SPECIAL) for name, a, b, f, xs in CASES] +
+         [(name, a, b, f, []) for name, a, b, f, _ in CASES])
 
 
 def values(f, xs, dtype):
@@ -42,7 +47,7 @@ def values(f, xs, dtype):
 
 
 def num(v):
-    return repr(float(v)).replace("inf", "INFINITY")
+    return repr(float(v)).replace("inf", "INFINITY").replace("nan", "NAN")
 
 
 def main():
