@@ -48,11 +48,13 @@ void check_bn_relu_blocked(const std::string& name, bool training) {
   CHECK_MATCHES(b.grad(), c, "gb", 1e-4);
 }
 
-void check_conv_blocked(const std::string& name) {
+// conv2d_blocked, or conv2d when not `blocked`
+void check_conv(const std::string& name, bool blocked) {
   Case c = find_case(table(), name);
   Tensor x = c.in("x").clone().requires_grad_(), w = c.in("w").clone().requires_grad_(),
          b = c.in("b").clone().requires_grad_();
-  Tensor y = conv2d_blocked(x, w, b, {.padding = c.in("padding").item<int64_t>()});
+  const Conv2dOptions opt{.padding = c.in("padding").item<int64_t>()};
+  Tensor y = blocked ? conv2d_blocked(x, w, b, opt) : conv2d(x, w, b, opt);
   CHECK_MATCHES(y, c, "y", 1e-4);
   y.backward(c.in("g"));
   CHECK_MATCHES(x.grad(), c, "gx", 1e-4);
@@ -73,10 +75,17 @@ TEST_CASE("batch_norm_relu_blocked matches PyTorch's blocked relu(batch_norm(cat
 
 TEST_CASE("conv2d_blocked matches PyTorch's conv2d of the unblocked input, non-finite and empty inputs included",
           "[channel_blocks][torch]") {
-  check_conv_blocked("conv_blocked");
-  check_conv_blocked("conv_blocked_b8");
-  check_conv_blocked("conv_blocked_nonfinite");
-  check_conv_blocked("conv_blocked_empty");
+  check_conv("conv_blocked", true);
+  check_conv("conv_blocked_b8", true);
+  check_conv("conv_blocked_nonfinite", true);
+  check_conv("conv_blocked_empty", true);
+}
+
+TEST_CASE("1x1 conv2d (the batched weight-gradient product) matches PyTorch, non-finite and empty inputs included",
+          "[conv][torch]") {
+  check_conv("conv1x1", false);
+  check_conv("conv1x1_nonfinite", false);
+  check_conv("conv1x1_empty", false);
 }
 
 TEST_CASE("batch_norm_relu matches PyTorch's relu(batch_norm(cat))", "[bn_relu][torch]") {

@@ -4,7 +4,8 @@
 #   batch_norm_relu(xs, ...) = relu(batch_norm(cat(xs, 1), ...)), add_relu(a, b) = relu(a + b),
 #   batch_norm_relu_blocked(xs, ..., B) = blocks(relu(batch_norm(cat(xs, 1), ...)), B) and
 #   conv2d_blocked(xb, w, b) = conv2d(unblocks(xb), w, b), with blocks(y, B) =
-#   y.reshape(N, C/B, B, H, W).permute(0, 1, 3, 4, 2) (oneDNN's nChw16c for B = 16).
+#   y.reshape(N, C/B, B, H, W).permute(0, 1, 3, 4, 2) (oneDNN's nChw16c for B = 16);
+#   and plain 1x1 conv2d, whose weight gradient reel computes as a batched product.
 # NaN, inf and empty inputs included. Run from the repository root:
 #   /usr/bin/python3 test/reference/fused17.py    (writes test/reference/fused17.txt)
 # The format is ops15.py's (test/torch_table.h reads both).
@@ -83,14 +84,19 @@ def bn_relu_blocked_case(name, xs, training, B):
     case(name, ins, outs)
 
 
-def conv_blocked_case(name, xb, w, b, padding):
-    xl, wl, bl = xb.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
-    y = F.conv2d(unblocks(xl), wl, bl, padding=padding)
+def conv_case(name, x, w, b, padding, blocked):
+    """conv2d of x (unblocked first when `blocked`), values and the gradients of x, w and b"""
+    xl, wl, bl = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+    y = F.conv2d(unblocks(xl) if blocked else xl, wl, bl, padding=padding)
     g = u(*y.shape)
     y.backward(g)
-    gx = xl.grad if xl.grad is not None else torch.zeros_like(xb)
-    case(name, {"x": xb, "w": w, "b": b, "g": g, "padding": torch.tensor([padding])},
+    gx = xl.grad if xl.grad is not None else torch.zeros_like(x)
+    case(name, {"x": x, "w": w, "b": b, "g": g, "padding": torch.tensor([padding])},
          {"y": y.detach(), "gx": gx, "gw": wl.grad, "gb": bl.grad})
+
+
+def conv_blocked_case(name, xb, w, b, padding):
+    conv_case(name, xb, w, b, padding, True)
 
 
 # S = 5 x 5 (a 16-wide transpose and a tail); pieces of 16 + 8 + 8 channels
@@ -121,6 +127,14 @@ y.backward(g)
 case("add_relu", {"a": a, "b": b, "g": g}, {"y": y.detach(), "ga": al.grad, "gb": bl.grad})
 a, b = u(0, 5), u(1, 5)
 case("add_relu_empty", {"a": a, "b": b}, {"y": F.relu(a + b)})
+
+# ---- plain 1x1 convolutions: their weight gradient is a batched product per image summed
+# over the batch (cpu/dnnl_conv.cpp's backward_weight_pointwise)
+conv_case("conv1x1", u(3, 16, 5, 4), u(8, 16, 1, 1) * 0.3, u(8), 0, False)
+x = u(2, 8, 3, 3)
+x[0, 2, 1, 1] = float("nan"); x[1, 5, 0, 2] = float("inf"); x[1, 0, 2, 0] = float("-inf")
+conv_case("conv1x1_nonfinite", x, u(4, 8, 1, 1) * 0.3, u(4), 0, False)
+conv_case("conv1x1_empty", u(0, 8, 3, 3), u(4, 8, 1, 1), u(4), 0, False)
 
 # ---- write
 names = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool"}
