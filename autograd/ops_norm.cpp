@@ -90,6 +90,14 @@ void channel_dims(const Dims& x, Dims& red, Dims& shape) {
   shape[1] = x[1];
 }
 
+// After a training forward wrote the running statistics in place: their new versions, so
+// that a saved copy read later is caught (batch_norm and the fused batch_norm_relu forms)
+void mark_running_stats_updated(bool training, const Tensor& running_mean, const Tensor& running_var) {
+  if (!training || !running_mean.defined()) return;
+  running_mean.storage()->bump_version();
+  running_var.storage()->bump_version();
+}
+
 }  // namespace
 
 // training: y = (x - mean) invstd w + b with batch statistics, running stats updated
@@ -111,10 +119,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   if (x.numel()) {
     backend_of(x).batch_norm_forward(y, mean, invstd, x, weight, bias, running_mean, running_var, training, momentum,
                                      eps);
-    if (training && running_mean.defined()) {
-      running_mean.storage()->bump_version();
-      running_var.storage()->bump_version();
-    }
+    mark_running_stats_updated(training, running_mean, running_var);
   }
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
@@ -261,10 +266,7 @@ Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in
   if (y.numel()) {
     backend_of(x0).batch_norm_relu_forward(y, mean, invstd, in.xs, in.weight, in.bias, running_mean, running_var,
                                            training, momentum, eps);
-    if (training && running_mean.defined()) {
-      running_mean.storage()->bump_version();
-      running_var.storage()->bump_version();
-    }
+    mark_running_stats_updated(training, running_mean, running_var);
   }
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         norm_relu_grads(n, g[0], gi, false);
@@ -292,10 +294,7 @@ Tensor batch_norm_relu_blocked(const std::vector<Tensor>& xs_in, const Tensor& w
   if (z.numel()) {
     backend_of(x0).batch_norm_relu_blocked_forward(z, mean, invstd, in.xs, in.weight, in.bias, running_mean,
                                                    running_var, training, momentum, eps);
-    if (training && running_mean.defined()) {
-      running_mean.storage()->bump_version();
-      running_var.storage()->bump_version();
-    }
+    mark_running_stats_updated(training, running_mean, running_var);
   }
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         norm_relu_grads(n, g[0], gi, true);

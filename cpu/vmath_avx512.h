@@ -95,17 +95,22 @@ REEL_AVX512_FN __m512 table32(const float* t, __m512i idx) {
   return _mm512_permutex2var_ps(_mm512_load_ps(t), idx, _mm512_load_ps(t + 16));
 }
 
+// Horner over table rows 0..rows-1 (highest coefficient first), each row's coefficient
+// for the lane's cell idx from registers (vpermt2ps)
+template <int N>
+REEL_AVX512_FN __m512 horner_cells(const float (&table)[N][32], __m512i idx, __m512 s, int rows = N) {
+  __m512 q = table32(table[0], idx);
+  for (int k = 1; k < rows; ++k) q = _mm512_fmadd_ps(q, s, table32(table[k], idx));
+  return q;
+}
+
 // A piecewise polynomial over 32 cells of width 1/per_unit from 0 (a in [0, 32/per_unit)):
-// cell c = floor(per_unit a), s = per_unit a - (c + 1/2) in one rounding, coefficients
-// highest first from `table`, one register lookup each (the erf table below)
+// cell c = floor(per_unit a), s = per_unit a - (c + 1/2) in one rounding (the erf table below)
 template <int N>
 REEL_AVX512_FN __m512 cell_polynomial(const float (&table)[N][32], __m512 a, float per_unit) {
   __m512 cell = _mm512_roundscale_ps(_mm512_mul_ps(a, splat(per_unit)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512i idx = _mm512_cvttps_epi32(cell);
   __m512 s = _mm512_fmsub_ps(a, splat(per_unit), _mm512_add_ps(cell, splat(0.5f)));
-  __m512 q = table32(table[0], idx);
-  for (int k = 1; k < N; ++k) q = _mm512_fmadd_ps(q, s, table32(table[k], idx));
-  return q;
+  return horner_cells(table, _mm512_cvttps_epi32(cell), s);
 }
 
 // The same over 32 cells centred on i / per_unit (i = 0..31, a in [0, 31.5 / per_unit)):
@@ -122,9 +127,7 @@ template <int N>
 REEL_AVX512_FN __m512 centred_cell_polynomial(const float (&table)[N][32], __m512 a, float per_unit) {
   __m512i idx;
   __m512 s = centred_cell(a, per_unit, &idx);
-  __m512 q = table32(table[0], idx);
-  for (int k = 1; k < N; ++k) q = _mm512_fmadd_ps(q, s, table32(table[k], idx));
-  return q;
+  return horner_cells(table, idx, s);
 }
 // a times the polynomial, whose constant term comes as two rows, lo then hi: a hi +
 // a (lo + s (...)) in one rounding, so the constant's own rounding (0.7 ulp) drops out
@@ -132,9 +135,7 @@ template <int N>
 REEL_AVX512_FN __m512 a_times_centred_cells(const float (&table)[N][32], __m512 a, float per_unit) {
   __m512i idx;
   __m512 s = centred_cell(a, per_unit, &idx);
-  __m512 q = table32(table[0], idx);
-  for (int k = 1; k < N - 1; ++k) q = _mm512_fmadd_ps(q, s, table32(table[k], idx));
-  return _mm512_fmadd_ps(a, table32(table[N - 1], idx), _mm512_mul_ps(a, q));
+  return _mm512_fmadd_ps(a, table32(table[N - 1], idx), _mm512_mul_ps(a, horner_cells(table, idx, s, N - 1)));
 }
 
 // ln x for every f32 x: x = m 2^e with m in [0.75, 1.5), ln m = ln c + ln(1 + r) with
@@ -257,15 +258,21 @@ REEL_AVX512_FN __m512 softplus_unit(__m512 x) {
   return _mm512_fmadd_ps(e, q, _mm512_max_ps(x, _mm512_setzero_ps()));
 }
 
-// e^-(scale a^2) for a >= 0 and scale a power of 2 (so scale a is exact): a^2 is formed
-// inside the FMA of exp's reduction r = -(scale a) a - n ln 2, never rounded on its own (a
-// rounded a^2 would cost up to 40 ulp at e^-87); vmath.h's exp_neg_square_f32 splits it instead
-REEL_AVX512_FN __m512 exp_neg_square(__m512 a, float scale) {
+// e^-(p q + pl ql) for p q >= 0, pl ql a small correction (or none): the products are
+// formed inside the FMAs of exp's reduction r = -p q - n ln 2 - pl ql, never rounded on
+// their own (p q rounded would cost up to 40 ulp at e^-87: gelu's x^2 / 2, gelu_tanh's 2u)
+REEL_AVX512_FN __m512 exp_neg_product(__m512 p, __m512 q, const __m512* pl = nullptr, const __m512* ql = nullptr) {
   const __m512 shifter = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(_mm512_mul_ps(a, a), splat(-scale * 1.44269504088896341f), shifter), shifter);
-  __m512 r = _mm512_fnmsub_ps(_mm512_mul_ps(a, splat(scale)), a, _mm512_mul_ps(n, splat(0.693359375f)));  // n ln2hi exact
-  return exp_reduced(_mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r), n);
+  __m512 n = _mm512_sub_ps(_mm512_fnmadd_ps(_mm512_mul_ps(p, q), splat(1.44269504088896341f), shifter), shifter);
+  __m512 r = _mm512_fnmsub_ps(p, q, _mm512_mul_ps(n, splat(0.693359375f)));  // n ln2hi is exact
+  r = _mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r);
+  if (pl) r = _mm512_fnmadd_ps(*pl, *ql, r);
+  return exp_reduced(r, n);
 }
+
+// e^-(scale a^2) for a >= 0 and scale a power of 2 (so scale a is exact); vmath.h's
+// exp_neg_square_f32 splits a^2 instead
+REEL_AVX512_FN __m512 exp_neg_square(__m512 a, float scale) { return exp_neg_product(_mm512_mul_ps(a, splat(scale)), a); }
 
 // erf(a) = a P(a^2) on [0, 0.9] (vmath.h's erf_small_f32)
 REEL_AVX512_FN __m512 erf_small(__m512 a) {
@@ -499,18 +506,13 @@ struct GeluTanhParts {
 REEL_AVX512_FN GeluTanhParts gelu_tanh_parts(__m512 x) {
   const __m512 c1h = splat(1673285.0f / 1048576.0f), c1l = splat(1.930778950e-07f);
   const __m512 c3h = splat(7.135481387e-02f), c3l = splat(2.398832466e-09f);
-  const __m512 shifter = splat(12582912.0f);                // 1.5 * 2^23: adding it rounds to an integer
   __m512 a = _mm512_range_ps(x, splat(13.0f), 0b1010);  // min(|x|, 13): e^-a t is 0 in f32 from 13 (t < 16)
   __m512 a2 = _mm512_mul_ps(a, a), a2l = _mm512_fmsub_ps(a, a, a2);
   __m512 t = _mm512_fmadd_ps(c3h, a2, c1h);
   __m512 tl = _mm512_fmadd_ps(c3h, a2, _mm512_sub_ps(c1h, t));
   tl = _mm512_fmadd_ps(c3l, a2, _mm512_fmadd_ps(c3h, a2l, tl));
   tl = _mm512_add_ps(tl, c1l);
-  __m512 n = _mm512_sub_ps(_mm512_fnmadd_ps(_mm512_mul_ps(a, t), splat(1.44269504088896341f), shifter), shifter);
-  __m512 r = _mm512_fnmsub_ps(a, t, _mm512_mul_ps(n, splat(0.693359375f)));  // n ln2hi is exact
-  r = _mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r);
-  r = _mm512_fnmadd_ps(a, tl, r);
-  __m512 e = exp_reduced(r, n);
+  __m512 e = exp_neg_product(a, t, &a, &tl);
   return {e, reciprocal(_mm512_add_ps(e, splat(1.0f))), a2};
 }
 

@@ -321,12 +321,12 @@ Backend& backend_for(Device device);
 // Backends register themselves at static-initialisation time.
 void register_backend(DeviceType type, Backend* (*get)(int index));
 
+// [N, C, H, W] of a channel-blocked [N, C/B, H, W, B]
+inline Dims unblocked_shape(const Dims& s) { return Dims{s[0], s[1] * s[4], s[2], s[3]}; }
 // Copies between a plain x [N, C, *] and its channel-blocked form [N, C/B, *, B] (any
 // strides on the plain side; the blocked side as given), one strided copy per block on
 // the tensors' backend: the fallbacks where a backend has no fused layout change.
 void copy_to_channel_blocks(const Tensor& blocked, const Tensor& plain);
-// [N, C, H, W] of a channel-blocked [N, C/B, H, W, B]
-inline Dims unblocked_shape(const Dims& s) { return Dims{s[0], s[1] * s[4], s[2], s[3]}; }
 void copy_from_channel_blocks(const Tensor& plain, const Tensor& blocked);
 
 }  // namespace reel

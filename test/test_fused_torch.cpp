@@ -14,35 +14,22 @@ const Table& table() {
   return t;
 }
 
-// The case's pieces x0, x1, ... as leaves; runs batch_norm_relu, backward with g, and
-// checks y, the running statistics and the gradients.
+// The case's pieces x0, x1, ... as leaves; runs batch_norm_relu (batch_norm_relu_blocked
+// where the case has a "block"), backward with g, and checks y, the running statistics and
+// the gradients.
 void check_bn_relu(const std::string& name, bool training) {
   Case c = find_case(table(), name);
   std::vector<Tensor> xs;
   for (int i = 0; c.m.count("x" + std::to_string(i)); ++i) xs.push_back(c.in("x" + std::to_string(i)).clone().requires_grad_());
   Tensor w = c.in("w").clone().requires_grad_(), b = c.in("b").clone().requires_grad_();
   Tensor rm = c.in("rm").clone(), rv = c.in("rv").clone();
-  Tensor y = batch_norm_relu(xs, w, b, rm, rv, training, 0.1, 1e-5);
+  Tensor y = c.m.count("block")
+                 ? batch_norm_relu_blocked(xs, w, b, rm, rv, training, 0.1, 1e-5, c.in("block").item<int64_t>())
+                 : batch_norm_relu(xs, w, b, rm, rv, training, 0.1, 1e-5);
   CHECK_MATCHES(y, c, "y");
   CHECK_MATCHES(rm, c, "rm");
   CHECK_MATCHES(rv, c, "rv");
   y.backward(c.in("g"));
-  for (size_t i = 0; i < xs.size(); ++i) CHECK_MATCHES(xs[i].grad(), c, "gx" + std::to_string(i), 1e-4);
-  CHECK_MATCHES(w.grad(), c, "gw", 1e-4);
-  CHECK_MATCHES(b.grad(), c, "gb", 1e-4);
-}
-
-void check_bn_relu_blocked(const std::string& name, bool training) {
-  Case c = find_case(table(), name);
-  std::vector<Tensor> xs;
-  for (int i = 0; c.m.count("x" + std::to_string(i)); ++i) xs.push_back(c.in("x" + std::to_string(i)).clone().requires_grad_());
-  Tensor w = c.in("w").clone().requires_grad_(), b = c.in("b").clone().requires_grad_();
-  Tensor rm = c.in("rm").clone(), rv = c.in("rv").clone();
-  Tensor z = batch_norm_relu_blocked(xs, w, b, rm, rv, training, 0.1, 1e-5, c.in("block").item<int64_t>());
-  CHECK_MATCHES(z, c, "y");
-  CHECK_MATCHES(rm, c, "rm");
-  CHECK_MATCHES(rv, c, "rv");
-  z.backward(c.in("g"));
   for (size_t i = 0; i < xs.size(); ++i) CHECK_MATCHES(xs[i].grad(), c, "gx" + std::to_string(i), 1e-4);
   CHECK_MATCHES(w.grad(), c, "gw", 1e-4);
   CHECK_MATCHES(b.grad(), c, "gb", 1e-4);
@@ -65,12 +52,12 @@ void check_conv(const std::string& name, bool blocked) {
 
 TEST_CASE("batch_norm_relu_blocked matches PyTorch's blocked relu(batch_norm(cat)), non-finite and empty inputs included",
           "[channel_blocks][torch]") {
-  check_bn_relu_blocked("bn_relu_blocked_train", true);
-  check_bn_relu_blocked("bn_relu_blocked_eval", false);
-  check_bn_relu_blocked("bn_relu_blocked_b8", true);
-  check_bn_relu_blocked("bn_relu_blocked_eval_nonfinite", false);
-  check_bn_relu_blocked("bn_relu_blocked_train_nonfinite", true);
-  check_bn_relu_blocked("bn_relu_blocked_empty", false);
+  check_bn_relu("bn_relu_blocked_train", true);
+  check_bn_relu("bn_relu_blocked_eval", false);
+  check_bn_relu("bn_relu_blocked_b8", true);
+  check_bn_relu("bn_relu_blocked_eval_nonfinite", false);
+  check_bn_relu("bn_relu_blocked_train_nonfinite", true);
+  check_bn_relu("bn_relu_blocked_empty", false);
 }
 
 TEST_CASE("conv2d_blocked matches PyTorch's conv2d of the unblocked input, non-finite and empty inputs included",

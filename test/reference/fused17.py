@@ -25,7 +25,8 @@ def u(*shape):
     return (torch.rand(*shape, dtype=torch.float64) * 4 - 2).float()
 
 
-def bn_relu_case(name, xs, training, eval_stats=True):
+def bn_relu_case(name, xs, training, block=None):
+    """relu(batch_norm(cat(xs, 1))), written channel-blocked when `block` is given"""
     C = sum(x.shape[1] for x in xs)
     w, b = u(C) + 2.5, u(C)
     rm, rv = u(C), torch.rand(C) + 0.5
@@ -33,14 +34,28 @@ def bn_relu_case(name, xs, training, eval_stats=True):
     wl, bl = w.clone().requires_grad_(), b.clone().requires_grad_()
     rm2, rv2 = rm.clone(), rv.clone()
     y = F.relu(F.batch_norm(torch.cat(leaves, 1), rm2, rv2, wl, bl, training, 0.1, 1e-5))
+    if block:
+        y = blocks(y, block)
     g = u(*y.shape)
     y.backward(g)
     ins = {f"x{i}": x for i, x in enumerate(xs)}
     ins.update({"w": w, "b": b, "rm": rm, "rv": rv, "g": g})
+    if block:
+        ins["block"] = torch.tensor([block])
     outs = {"y": y.detach(), "rm": rm2, "rv": rv2, "gw": wl.grad, "gb": bl.grad}
     for i, l in enumerate(leaves):
         outs[f"gx{i}"] = l.grad if l.grad is not None else torch.zeros_like(l)
     case(name, ins, outs)
+
+
+def blocks(y, B):
+    N, C, H, W = y.shape
+    return y.reshape(N, C // B, B, H, W).permute(0, 1, 3, 4, 2).contiguous()
+
+
+def unblocks(xb):
+    N, CB, H, W, B = xb.shape
+    return xb.permute(0, 1, 4, 2, 3).reshape(N, CB * B, H, W)
 
 
 # ---- batch_norm_relu: three pieces, S = 5 x 5 (vector blocks and a tail)
@@ -56,34 +71,6 @@ bn_relu_case("bn_relu_train_nonfinite", [x, u(2, 2, 3)], True)  # those channels
 bn_relu_case("bn_relu_empty", [u(0, 2, 3, 3), u(0, 1, 3, 3)], False)
 
 # ---- the channel-blocked forms
-def blocks(y, B):
-    N, C, H, W = y.shape
-    return y.reshape(N, C // B, B, H, W).permute(0, 1, 3, 4, 2).contiguous()
-
-
-def unblocks(xb):
-    N, CB, H, W, B = xb.shape
-    return xb.permute(0, 1, 4, 2, 3).reshape(N, CB * B, H, W)
-
-
-def bn_relu_blocked_case(name, xs, training, B):
-    C = sum(x.shape[1] for x in xs)
-    w, b = u(C) + 2.5, u(C)
-    rm, rv = u(C), torch.rand(C) + 0.5
-    leaves = [x.clone().requires_grad_() for x in xs]
-    wl, bl = w.clone().requires_grad_(), b.clone().requires_grad_()
-    rm2, rv2 = rm.clone(), rv.clone()
-    z = blocks(F.relu(F.batch_norm(torch.cat(leaves, 1), rm2, rv2, wl, bl, training, 0.1, 1e-5)), B)
-    g = u(*z.shape)
-    z.backward(g)
-    ins = {f"x{i}": x for i, x in enumerate(xs)}
-    ins.update({"w": w, "b": b, "rm": rm, "rv": rv, "g": g, "block": torch.tensor([B])})
-    outs = {"y": z.detach(), "rm": rm2, "rv": rv2, "gw": wl.grad, "gb": bl.grad}
-    for i, l in enumerate(leaves):
-        outs[f"gx{i}"] = l.grad if l.grad is not None else torch.zeros_like(l)
-    case(name, ins, outs)
-
-
 def conv_case(name, x, w, b, padding, blocked):
     """conv2d of x (unblocked first when `blocked`), values and the gradients of x, w and b"""
     xl, wl, bl = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
@@ -95,27 +82,23 @@ def conv_case(name, x, w, b, padding, blocked):
          {"y": y.detach(), "gx": gx, "gw": wl.grad, "gb": bl.grad})
 
 
-def conv_blocked_case(name, xb, w, b, padding):
-    conv_case(name, xb, w, b, padding, True)
-
-
 # S = 5 x 5 (a 16-wide transpose and a tail); pieces of 16 + 8 + 8 channels
-bn_relu_blocked_case("bn_relu_blocked_train", [u(3, 16, 5, 5), u(3, 8, 5, 5) * 3, u(3, 8, 5, 5) + 1], True, 16)
-bn_relu_blocked_case("bn_relu_blocked_eval", [u(2, 32, 3, 4)], False, 16)
-bn_relu_blocked_case("bn_relu_blocked_b8", [u(2, 8, 4, 4), u(2, 8, 4, 4)], True, 8)
+bn_relu_case("bn_relu_blocked_train", [u(3, 16, 5, 5), u(3, 8, 5, 5) * 3, u(3, 8, 5, 5) + 1], True, 16)
+bn_relu_case("bn_relu_blocked_eval", [u(2, 32, 3, 4)], False, 16)
+bn_relu_case("bn_relu_blocked_b8", [u(2, 8, 4, 4), u(2, 8, 4, 4)], True, 8)
 x = u(2, 16, 3, 3)
 x[0, 1, 1, 1] = float("nan"); x[1, 2, 0, 0] = float("inf"); x[1, 5, 2, 2] = float("-inf")
-bn_relu_blocked_case("bn_relu_blocked_eval_nonfinite", [x], False, 16)
+bn_relu_case("bn_relu_blocked_eval_nonfinite", [x], False, 16)
 x = u(2, 16, 4, 5)
 x[1, 3, 1, 1] = float("nan"); x[0, 9, 2, 4] = float("inf")
-bn_relu_blocked_case("bn_relu_blocked_train_nonfinite", [x], True, 16)  # those channels become NaN
-bn_relu_blocked_case("bn_relu_blocked_empty", [u(0, 16, 3, 3)], False, 16)
-conv_blocked_case("conv_blocked", blocks(u(2, 32, 6, 5), 16), u(8, 32, 3, 3) * 0.2, u(8), 1)
-conv_blocked_case("conv_blocked_b8", blocks(u(2, 16, 4, 4), 8), u(4, 16, 3, 3) * 0.2, u(4), 0)
+bn_relu_case("bn_relu_blocked_train_nonfinite", [x], True, 16)  # those channels become NaN
+bn_relu_case("bn_relu_blocked_empty", [u(0, 16, 3, 3)], False, 16)
+conv_case("conv_blocked", blocks(u(2, 32, 6, 5), 16), u(8, 32, 3, 3) * 0.2, u(8), 1, True)
+conv_case("conv_blocked_b8", blocks(u(2, 16, 4, 4), 8), u(4, 16, 3, 3) * 0.2, u(4), 0, True)
 x = u(2, 16, 6, 6)
 x[0, 3, 2, 2] = float("nan"); x[1, 7, 4, 1] = float("inf")
-conv_blocked_case("conv_blocked_nonfinite", blocks(x, 16), u(4, 16, 3, 3) * 0.2, u(4), 1)
-conv_blocked_case("conv_blocked_empty", blocks(u(0, 16, 4, 4), 16), u(4, 16, 3, 3), u(4), 1)
+conv_case("conv_blocked_nonfinite", blocks(x, 16), u(4, 16, 3, 3) * 0.2, u(4), 1, True)
+conv_case("conv_blocked_empty", blocks(u(0, 16, 4, 4), 16), u(4, 16, 3, 3), u(4), 1, True)
 
 # ---- add_relu: broadcasting, non-finite values, empty
 a, b = u(3, 4, 5), u(4, 5)
