@@ -11,6 +11,21 @@
 namespace reel {
 namespace {
 
+// masked_fill's mask: bool, on x's device, broadcastable to x's shape (x keeps its shape,
+// as PyTorch: a mask with more or larger dims is refused, not broadcast over)
+void check_mask(const OpScope& op, const Tensor& x, const Tensor& mask) {
+  check_defined(op, x, "the input");
+  check_defined(op, mask, "the mask");
+  check_dtype(op, mask, DType::boolean, "the mask");
+  check_same_device(op, x, mask);
+  bool fits = mask.dim() <= x.dim();
+  for (int i = 1; fits && i <= mask.dim(); ++i)
+    fits = mask.size(-i) == 1 || mask.size(-i) == x.size(-i);
+  if (!fits)
+    fail(op.op, fmt::format("the mask {} does not broadcast to the input's shape {}", mask.shape().str(),
+                            x.shape().str()), op.site);
+}
+
 // a 0-d tensor of value in t's dtype and device, off the tape
 Tensor scalar_like(const Tensor& t, double value) {
   return full({}, value, {.dtype = t.dtype(), .device = t.device()});
@@ -67,19 +82,15 @@ Tensor eye(int64_t n, int64_t m, Options opt, Site site) {
 // y = mask ? value : x; dx = g where !mask (where's rule)
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, Site site) {
   OpScope op("masked_fill", site);
-  check_defined(op, x, "the input");
-  check_defined(op, mask, "the mask");
-  check_dtype(op, mask, DType::boolean, "the mask");
+  check_mask(op, x, mask);
   return where(mask, scalar_like(x, value), x);
 }
 
 // y = mask ? value : x; dvalue = sum of g over the mask
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value, Site site) {
   OpScope op("masked_fill", site);
-  check_defined(op, x, "the input");
-  check_defined(op, mask, "the mask");
+  check_mask(op, x, mask);
   check_defined(op, value, "the value");
-  check_dtype(op, mask, DType::boolean, "the mask");
   if (value.dim() != 0)
     fail(op.op, fmt::format("expected a 0-d value tensor, got {}", describe(value)), op.site);
   return where(mask, value.to(x.dtype()), x);
@@ -149,10 +160,12 @@ Tensor all(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
 }
 
 Tensor clamp_min(const Tensor& x, double low, Site site) {
-  return clamp(x, low, std::numeric_limits<double>::infinity(), site);
+  OpScope op("clamp_min", site);
+  return clamp(x, low, std::numeric_limits<double>::infinity());
 }
 Tensor clamp_max(const Tensor& x, double high, Site site) {
-  return clamp(x, -std::numeric_limits<double>::infinity(), high, site);
+  OpScope op("clamp_max", site);
+  return clamp(x, -std::numeric_limits<double>::infinity(), high);
 }
 
 // y = a + w (b - a); da = g (1 - w), db = g w, dw = g (b - a)

@@ -74,12 +74,25 @@ Tensor kl_div(const Tensor& input_in, const Tensor& target_in, KLDivOptions opt,
   return input.dim() == 0 ? total : div(total, double(input.shape()[0]));
 }
 
-// loss = -(t log x + (1 - t) log(1 - x)), logs clamped at -100;
-// dx = g (x - t) / max(x (1 - x), 1e-12) (PyTorch's rule), dt = g (log(1 - x) - log x) (clamped logs)
+// loss = -(t log x + (1 - t) log(1 - x)), logs clamped at -100; PyTorch 1.13's rules:
+// dx = g (x - t) / max(x (1 - x), EPSILON), EPSILON the float 1e-12 (so 9.9999999600419e-13
+// in f64 too), and dt = -g logit(x) = g (log(1 - x) - log x), unclamped (+-inf at 0 and 1).
+// An input outside [0, 1] (NaN too) is refused on the CPU, as PyTorch does; on the GPU
+// checking would cost a device-to-host copy per call, so there it gives NaN (docs/cuda.md).
 Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, BCEOptions opt, Site site) {
   OpScope op("binary_cross_entropy", site);
   const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
+  if (input.device().is_cpu() && input.numel()) {
+    NoGradGuard no_grad;
+    Tensor outside = logical_not(logical_and(ge(input, 0.0), le(input, 1.0)));
+    if (any(outside).item<bool>()) {
+      int64_t at = argmax(outside.to(DType::u8)).item<int64_t>();
+      double v = input.reshape({-1}).to(DType::f64).to_vector<double>()[size_t(at)];
+      fail(op.op, fmt::format("expected every element of the input between 0 and 1 (probabilities), got {} at flat "
+                              "index {} of {}", v, at, describe(input)), op.site);
+    }
+  }
   if (opt.weight.defined()) {
     check_same_device(op, input, opt.weight);
     if (opt.weight.dim() > input.dim())
@@ -94,9 +107,10 @@ Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, BCE
   }
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0), t = n.saved_tensor(1);
+        constexpr double kEpsilon = double(1e-12f);  // PyTorch's EPSILON is a float
         if (n.needs_grad(0))
-          gi[0] = mul(g[0], div(sub(x, t), clamp(mul(x, 1.0 - x), 1e-12, kInf)));
-        if (n.needs_grad(1)) gi[1] = mul(g[0], sub(clamped_log(1.0 - x), clamped_log(x)));
+          gi[0] = mul(g[0], div(sub(x, t), clamp(mul(x, 1.0 - x), kEpsilon, kInf)));
+        if (n.needs_grad(1)) gi[1] = mul(g[0], sub(log(1.0 - x), log(x)));
       }, {&input, &target}, {&losses})) {
     n->save(input);
     n->save(target);
