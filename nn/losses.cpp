@@ -20,6 +20,27 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // max(log(x), -100): PyTorch's clamp of BCE's logs
 Tensor clamped_log(const Tensor& x) { return clamp(log(x), -100.0, kInf); }
 
+// smooth_l1_loss at beta = 0, PyTorch's special case: |x - t|, with PyTorch's gradients at
+// x = t, where its kernel's first test, d <= -beta, holds: dx = -g, and dt = -g as well (the
+// target's rule is the input's with the two swapped). Elsewhere dx = g sign(x - t) = -dt.
+Tensor l1_beta0(const OpScope& op, const Tensor& input, const Tensor& target) {
+  Tensor losses;
+  {
+    NoGradGuard forward_only;  // the rule below is the whole gradient
+    losses = abs(sub(input, target));
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor d = sub(n.saved_tensor(0), n.saved_tensor(1));
+        Tensor minus = neg(g[0]);
+        if (n.needs_grad(0)) gi[0] = where(le(d, 0.0), minus, g[0]);
+        if (n.needs_grad(1)) gi[1] = where(ge(d, 0.0), minus, g[0]);
+      }, {&input, &target}, {&losses})) {
+    n->save(input);
+    n->save(target);
+  }
+  return losses;
+}
+
 }  // namespace
 
 Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction, Site site) {
@@ -34,8 +55,8 @@ Tensor smooth_l1_loss(const Tensor& input_in, const Tensor& target_in, SmoothL1O
   const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
   if (!(opt.beta >= 0)) fail(op.op, fmt::format("expected beta >= 0, got {}", opt.beta), op.site);
+  if (opt.beta == 0) return reduce_losses(l1_beta0(op, input, target), opt.reduction);
   Tensor d = abs(sub(input, target));
-  if (opt.beta == 0) return reduce_losses(d, opt.reduction);  // PyTorch's special case: the L1 loss
   Tensor quadratic = mul(square(d), 0.5 / opt.beta);
   return reduce_losses(where(lt(d, opt.beta), quadratic, sub(d, 0.5 * opt.beta)), opt.reduction);
 }

@@ -195,7 +195,7 @@ std::vector<Bad> bad_calls() {
       {"cumsum", [=] { cumsum(x, 2); }},
       {"cumprod", [=] { cumprod(x, 2); }},
       {"logsumexp", [=] { logsumexp(x, {2}); }},
-      {"std", [=] { std(x, {2}); }},
+      {"std", [=] { reel::std(x, {2}); }},
       {"norm", [=] { norm(x, 2, {2}); }},
       {"normalize", [=] { normalize(x, 2, 2); }},
       {"cosine_similarity", [=] { cosine_similarity(x, ones({4})); }},
@@ -214,8 +214,9 @@ std::vector<Bad> bad_calls() {
       {"pad", [=] { pad(x, {1}); }},
       {"interpolate", [=] { interpolate(x, {.size = {4}}); }},
       // recurrent layers, attention
-      {"rnn_layer", [=] { rnn_layer(RnnMode::rnn_tanh, x, u, u, x, x); }},
-      {"rnn", [=] { rnn(x3, u, u, {}, {}); }},
+      // the recurrent ops are named by their mode, as PyTorch's rnn_tanh, lstm, gru
+      {"rnn_tanh", [=] { rnn_layer(RnnMode::rnn_tanh, x, u, u, x, x); }},
+      {"lstm", [=] { rnn(x3, u, u, {}, {.mode = RnnMode::lstm}); }},
       {"scaled_dot_product_attention", [=] { scaled_dot_product_attention(x, v, v); }},
   };
 }
