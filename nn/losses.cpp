@@ -1,7 +1,8 @@
 // The losses of nn/losses.h. Each is composed of recorded ops (so its gradient, and
-// a create_graph gradient, follow from theirs), except binary_cross_entropy, whose
-// rule is written out: the clamped logs' composite gradient is 0/0 at x = 0 or 1,
-// where PyTorch's is finite.
+// a create_graph gradient, follow from theirs), except where PyTorch's gradient is not
+// the composite's, whose rules are written out: binary_cross_entropy (the clamped logs'
+// composite gradient is 0/0 at x = 0 or 1, where PyTorch's is finite), kl_div (NaN for the
+// target at t = 0) and smooth_l1_loss at beta = 0 (-g at x = t).
 #include "../autograd/autocast.h"
 #include "losses.h"
 
@@ -34,6 +35,29 @@ Tensor l1_beta0(const OpScope& op, const Tensor& input, const Tensor& target) {
         Tensor minus = neg(g[0]);
         if (n.needs_grad(0)) gi[0] = where(le(d, 0.0), minus, g[0]);
         if (n.needs_grad(1)) gi[1] = where(ge(d, 0.0), minus, g[0]);
+      }, {&input, &target}, {&losses})) {
+    n->save(input);
+    n->save(target);
+  }
+  return losses;
+}
+
+// kl_div's terms xlogy(t, t) - t x, PyTorch 1.13's values and rules: the term is 0 where
+// t = 0 and NaN where t < 0; dx = -g t, dt = g (log t + 1 - x), NaN at t = 0 (as PyTorch's).
+Tensor kl_div_terms(const OpScope& op, const Tensor& input, const Tensor& target) {
+  Tensor losses;
+  {
+    NoGradGuard forward_only;  // the rule below is the whole gradient
+    Tensor xlogy = where(eq(target, 0.0), zeros_like(target), mul(target, log(target)));
+    losses = sub(xlogy, mul(target, input));
+  }
+  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        Tensor x = n.saved_tensor(0), t = n.saved_tensor(1);
+        if (n.needs_grad(0)) gi[0] = neg(mul(g[0], t));
+        if (n.needs_grad(1)) {
+          Tensor gt = mul(g[0], sub(add(log(t), 1.0), x));
+          gi[1] = where(eq(t, 0.0), full_like(gt, std::numeric_limits<double>::quiet_NaN()), gt);
+        }
       }, {&input, &target}, {&losses})) {
     n->save(input);
     n->save(target);
@@ -75,16 +99,7 @@ Tensor kl_div(const Tensor& input_in, const Tensor& target_in, KLDivOptions opt,
   OpScope op("kl_div", site);
   const Tensor input = autocast_f32(input_in), target = autocast_f32(target_in);
   check_loss_pair(op, input, target);
-  Tensor losses;
-  if (opt.log_target) {
-    losses = mul(exp(target), sub(target, input));
-  } else {
-    // xlogy(t, t) - t x: where t = 0 the term is 0 (log is taken of 1 there, so no nan
-    // reaches the gradient either)
-    Tensor positive = gt(target, 0.0);
-    Tensor safe = where(positive, target, ones_like(target));
-    losses = sub(mul(target, log(safe)), mul(target, input));
-  }
+  Tensor losses = opt.log_target ? mul(exp(target), sub(target, input)) : kl_div_terms(op, input, target);
   switch (opt.reduction) {
     case KLDivReduction::none: return losses;
     case KLDivReduction::sum: return sum(losses);

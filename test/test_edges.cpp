@@ -106,6 +106,10 @@ TEST_CASE("losses at their break points match PyTorch", "[edges][torch]") {
          [&](const Tensor& x, const Tensor& t) { return F::huber_loss(x, t, {.reduction = none, .delta = 1.0}); });
   check2("huber_loss_2", "x", "t",
          [&](const Tensor& x, const Tensor& t) { return F::huber_loss(x, t, {.reduction = none, .delta = 2.0}); });
+  check2("kl_div", "x", "t", [&](const Tensor& x, const Tensor& t) { return F::kl_div(x, t, {.reduction = nn::KLDivReduction::none}); });
+  check2("kl_div_log_target", "x", "t", [&](const Tensor& x, const Tensor& t) {
+    return F::kl_div(x, t, {.reduction = nn::KLDivReduction::none, .log_target = true});
+  });
   // at x = 0 and 1: logs clamped at -100, the input's gradient through max(x (1 - x),
   // float(1e-12)) (PyTorch's EPSILON, a float), the target's -logit(x) unclamped (+-inf)
   check2("bce", "x", "t",
@@ -139,6 +143,13 @@ TEST_CASE("max/min reductions with ties match PyTorch: the returned index takes 
   check1("amin", [](const Tensor& x) { return amin(x, {1}); });
   check1("amax_all", [](const Tensor& x) { return amax(x); });
   check1("amin_all", [](const Tensor& x) { return amin(x, {0, 1}); });
+}
+
+TEST_CASE("vector norms at 0 and the inf-norm's ties match PyTorch", "[edges][torch]") {
+  check1("norm_2", [](const Tensor& x) { return norm(x, 2, {1}); });
+  check1("norm_1", [](const Tensor& x) { return norm(x, 1, {1}); });
+  check1("norm_inf", [](const Tensor& x) { return norm(x, INFINITY, {1}); });
+  check1("norm_3", [](const Tensor& x) { return norm(x, 3, {1}); });
 }
 
 TEST_CASE("max pooling with ties matches PyTorch: the first maximum of each window takes the gradient",

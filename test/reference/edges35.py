@@ -113,6 +113,19 @@ BT = [0.0, 1.0, 0.5, 1.0, 0.0, 0.5, 0.5, 0.0, 1.0, 1.0]
 case("bce", lambda x, t: F.binary_cross_entropy(x, t, reduction="none"), {"x": BX, "t": BT}, True)
 case("bce_mean", lambda x, t: F.binary_cross_entropy(x, t), {"x": BX, "t": BT})
 
+# kl_div where the target is 0 (xlogy: the term is 0, the target's gradient NaN) or negative (NaN)
+KX = [-1.0, 0.0, -2.0, -0.5, 0.0, -3.0, -1.0]
+KT = [0.0, 0.0, 1e-30, 0.5, 1.0, 0.25, -0.5]
+case("kl_div", lambda x, t: F.kl_div(x, t, reduction="none"), {"x": KX, "t": KT}, True)
+case("kl_div_log_target", lambda x, t: F.kl_div(x, t, reduction="none", log_target=True),
+     {"x": KX, "t": [-100.0, 0.0, -1.0, -0.5, 0.0, -2.0, 1.0]}, True)
+# vector norms at 0 (PyTorch's gradient there: 0) and the inf-norm's ties
+NX = torch.tensor([[0.0, 0.0, 0.0], [1.0, -1.0, 1.0], [2.0, -2.0, 0.5]], dtype=torch.float64)
+case("norm_2", lambda x: torch.linalg.vector_norm(x, 2, dim=1), {"x": NX})
+case("norm_1", lambda x: torch.linalg.vector_norm(x, 1, dim=1), {"x": NX})
+case("norm_inf", lambda x: torch.linalg.vector_norm(x, math.inf, dim=1), {"x": NX})
+case("norm_3", lambda x: torch.linalg.vector_norm(x, 3, dim=1), {"x": NX})
+
 # ---- reductions with ties: max/min along a dim pass the gradient to the index they
 # return (the first), amax/amin and the whole-tensor max/min split it evenly
 R = torch.tensor([[1.0, 3.0, 3.0, 2.0], [-1.0, -1.0, -1.0, -1.0], [0.0, -0.0, 5.0, 5.0]], dtype=torch.float64)
