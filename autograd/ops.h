@@ -47,6 +47,10 @@ Tensor sigmoid(const Tensor& x, Site site = {});
 Tensor tanh(const Tensor& x, Site site = {});
 Tensor pow(const Tensor& x, double exponent, Site site = {});
 Tensor clamp(const Tensor& x, double low, double high, Site site = {});
+// low and high as tensors, broadcast with x (either undefined: no bound; where they cross,
+// high wins); PyTorch's gradients: x's where low <= x <= high, low's where x < low < high,
+// high's where x > high or high < low
+Tensor clamp(const Tensor& x, const Tensor& low, const Tensor& high, Site site = {});
 Tensor sign(const Tensor& x, Site site = {});  // not differentiable (zero gradient)
 Tensor logical_not(const Tensor& x, Site site = {});
 

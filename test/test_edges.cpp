@@ -61,6 +61,10 @@ TEST_CASE("activations and clamps at their break points match PyTorch", "[edges]
   check1("clamp_eq", [](const Tensor& x) { return clamp(x, 0.5, 0.5); });
   check1("clamp_min", [](const Tensor& x) { return clamp_min(x, 0.25); });
   check1("clamp_max", [](const Tensor& x) { return clamp_max(x, -0.5); });
+  check("clamp_tensor", {"x", "lo", "hi"}, [](const std::vector<Tensor>& v) { return clamp(v[0], v[1], v[2]); });
+  check2("clamp_tensor_min", "x", "lo", [](const Tensor& x, const Tensor& lo) { return clamp(x, lo, Tensor()); });
+  check2("clamp_tensor_max", "x", "hi", [](const Tensor& x, const Tensor& hi) { return clamp(x, Tensor(), hi); });
+  check("clamp_tensor_bcast", {"x", "lo", "hi"}, [](const std::vector<Tensor>& v) { return clamp(v[0], v[1], v[2]); });
   check1("abs", [](const Tensor& x) { return abs(x); });
   check2("maximum", "a", "b", [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
   check2("minimum", "a", "b", [](const Tensor& a, const Tensor& b) { return minimum(a, b); });
@@ -276,6 +280,8 @@ TEST_CASE("gradcheck: dilated and ceil-mode pooling, divisor_override, string pa
   ok([](const std::vector<Tensor>& v) { return relu6(mul(v[0], 4.0)); }, {input({40}, -2, 2)});
   ok([](const std::vector<Tensor>& v) { return hardsigmoid(v[0]); }, {input({40}, -4, 4)});
   ok([](const std::vector<Tensor>& v) { return threshold(v[0], 0.25, 3.0); }, {input({40}, -2, 2)});
+  ok([](const std::vector<Tensor>& v) { return clamp(v[0], v[1], v[2]); },
+     {input({4, 10}, -2, 2), input({10}, -1.5, 0), input({4, 1}, 0, 1.5)});
   ok([](const std::vector<Tensor>& v) { return max_pool1d(v[0], {.kernel = 3, .stride = 2, .padding = 1, .dilation = 2}); },
      {input({2, 3, 11})});
   ok([](const std::vector<Tensor>& v) { return max_pool1d(v[0], {.kernel = 2, .stride = 3, .ceil_mode = true}); },

@@ -4,7 +4,11 @@
 // with that op's name, even where the op is composed of others (conv1d of conv2d,
 // max_pool1d of max_pool2d, addmm of matmul, masked_fill of where, clamp_min of clamp,
 // ...); and the composites that reshape check in the shapes the user gave.
+#include <fstream>
 #include <functional>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "gradcheck.h"
 
@@ -16,6 +20,7 @@ namespace {
 struct Bad {
   const char* op;  // the name the error must start with
   std::function<void()> call;
+  const char* fn = nullptr;  // the function called, where not `op`
 };
 
 // The table: one bad call per public op (per overload where they differ). `u` is an
@@ -54,6 +59,7 @@ std::vector<Bad> bad_calls() {
       {"tanh", [=] { tanh(u); }},
       {"pow", [=] { pow(u, 2.0); }},
       {"clamp", [=] { clamp(x, 2.0, 1.0); }},
+      {"clamp", [=] { clamp(x, u, u); }},
       {"sign", [=] { sign(u); }},
       {"logical_not", [=] { logical_not(u); }},
       // elementwise binary
@@ -119,7 +125,7 @@ std::vector<Bad> bad_calls() {
       {"conv1d", [=] { conv1d(x3, ones({3, 3, 3})); }},
       {"conv_transpose2d", [=] { conv_transpose2d(x4, ones({3, 3, 3, 3})); }},
       {"max_pool2d", [=] { max_pool2d(x4, {.kernel = 5}); }},
-      {"max_pool2d", [=] { max_pool2d_with_indices(x4, {.kernel = 5}); }},
+      {"max_pool2d", [=] { max_pool2d_with_indices(x4, {.kernel = 5}); }, "max_pool2d_with_indices"},
       {"avg_pool2d", [=] { avg_pool2d(x4, {.kernel = 5}); }},
       {"adaptive_avg_pool2d", [=] { adaptive_avg_pool2d(x4, 0, 1); }},
       {"max_pool1d", [=] { max_pool1d(x3, {.kernel = 7}); }},
@@ -215,8 +221,8 @@ std::vector<Bad> bad_calls() {
       {"interpolate", [=] { interpolate(x, {.size = {4}}); }},
       // recurrent layers, attention
       // the recurrent ops are named by their mode, as PyTorch's rnn_tanh, lstm, gru
-      {"rnn_tanh", [=] { rnn_layer(RnnMode::rnn_tanh, x, u, u, x, x); }},
-      {"lstm", [=] { rnn(x3, u, u, {}, {.mode = RnnMode::lstm}); }},
+      {"rnn_tanh", [=] { rnn_layer(RnnMode::rnn_tanh, x, u, u, x, x); }, "rnn_layer"},
+      {"lstm", [=] { rnn(x3, u, u, {}, {.mode = RnnMode::lstm}); }, "rnn"},
       {"scaled_dot_product_attention", [=] { scaled_dot_product_attention(x, v, v); }},
   };
 }
@@ -228,6 +234,29 @@ TEST_CASE("every public op's error names that op, composites included", "[errors
     INFO(b.op << ": " << e);
     CHECK(e.rfind(std::string(b.op) + ": ", 0) == 0);
   }
+}
+
+TEST_CASE("the op-name table covers every op the headers declare", "[errors][op_names]") {
+  std::set<std::string> covered;
+  for (const Bad& b : bad_calls()) covered.insert(b.fn ? b.fn : b.op);
+  // every free function taking a Site in the op headers: "Tensor name(..., Site site = {});"
+  const std::regex decl(R"(\n(?:Tensor|std::vector<Tensor>|ValuesIndices|PoolWithIndices|RnnResult|RnnLayerResult|bool) (\w+)\(([^;]*);)");
+  int declared = 0;
+  for (const char* header : {"autograd/ops.h", "autograd/ops_everyday.h", "autograd/ops_rnn.h",
+                             "autograd/ops_attention.h", "nn/losses.h", "nn/functional.h"}) {
+    std::ifstream f(std::string(REEL_SOURCE_DIR) + "/" + header);
+    REQUIRE(f.good());
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::string s = text.str();
+    for (std::sregex_iterator it(s.begin(), s.end(), decl), end; it != end; ++it) {
+      if ((*it)[2].str().find("Site site") == std::string::npos) continue;
+      ++declared;
+      INFO(header << ": " << (*it)[1].str());
+      CHECK(covered.count((*it)[1].str()) == 1);
+    }
+  }
+  CHECK(declared > 150);
 }
 
 TEST_CASE("composites that reshape report the shapes the user gave", "[errors][op_names]") {

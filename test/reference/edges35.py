@@ -85,6 +85,16 @@ case("clamp_-1_2", lambda x: torch.clamp(x, -1.0, 2.0), {"x": pts(-1.0, 2.0)}, T
 case("clamp_eq", lambda x: torch.clamp(x, 0.5, 0.5), {"x": pts(0.5)}, True)
 case("clamp_min", lambda x: torch.clamp_min(x, 0.25), {"x": pts(0.25)}, True)
 case("clamp_max", lambda x: torch.clamp_max(x, -0.5), {"x": pts(-0.5)}, True)
+# clamp with tensor bounds: at each bound, crossed bounds (high wins), NaN, broadcast
+CX = [0.0, 1.0, 2.0, 3.0, 1.0, 1.0, 5.0, 0.5, float("nan"), 1.0, 0.0]
+CL = [1.0, 1.0, 1.0, 1.0, 2.0, 1.0, 2.0, 0.5, 0.0, float("nan"), 1.0]
+CH = [2.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 0.5, 1.0, 2.0, 1.0]
+case("clamp_tensor", lambda x, lo, hi: torch.clamp(x, lo, hi), {"x": CX, "lo": CL, "hi": CH})
+case("clamp_tensor_min", lambda x, lo: torch.clamp(x, lo, None), {"x": CX, "lo": CL})
+case("clamp_tensor_max", lambda x, hi: torch.clamp(x, None, hi), {"x": CX, "hi": CH})
+case("clamp_tensor_bcast", lambda x, lo, hi: torch.clamp(x, lo, hi),
+     {"x": torch.tensor([[-1.0, 0.0, 0.5], [1.0, 2.0, 0.25]], dtype=torch.float64),
+      "lo": torch.tensor([0.0, 0.0, 0.5], dtype=torch.float64), "hi": torch.tensor(1.0, dtype=torch.float64)})
 case("abs", lambda x: torch.abs(x), {"x": pts(0.0) + [-0.0]}, True)
 # maximum / minimum: ties split the gradient evenly
 A = [1.0, 2.0, -0.5, 0.0, 3.0, -0.0]
