@@ -275,48 +275,6 @@ Tensor clamp(const Tensor& x, double low, double high, Site site) {
   return y;
 }
 
-// y = min(max(x, low), high), broadcast (NaN anywhere gives NaN); dx = g where
-// low <= x <= high, dlow = g where x < low < high, dhigh = g where x > high or high < low
-// (PyTorch 1.13's clamp_backward and clamp_backward_min_max), each summed to its shape
-Tensor clamp(const Tensor& x, const Tensor& low, const Tensor& high, Site site) {
-  OpScope op("clamp", site);
-  check_defined(op, x, "the input");
-  if (!low.defined() && !high.defined()) fail(op.op, "expected a low or a high bound, got neither", op.site);
-  Dims shape = x.shape();
-  for (const Tensor* b : {&low, &high}) {
-    if (!b->defined()) continue;
-    check_same_device(op, x, *b);
-    if (b->dtype() != x.dtype())
-      fail(op.op, fmt::format("expected bounds of the input's dtype, got input {} and bound {}", describe(x),
-                              describe(*b)), op.site);
-    shape = broadcast_shapes(op.op, shape, b->shape(), op.site);
-  }
-  Tensor y;
-  {
-    NoGradGuard forward_only;  // the rule below is the whole gradient
-    y = x;
-    if (low.defined()) y = maximum(y, low);
-    if (high.defined()) y = minimum(y, high);
-  }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        Tensor x = n.saved_tensor(0), low = n.saved_tensor(1), high = n.saved_tensor(2);
-        Tensor zero = zeros_like(g[0]);
-        auto pass = [&](const Tensor& mask, int i) { gi[i] = sum_to(where(mask, g[0], zero), n.input_shape(i)); };
-        if (n.needs_grad(0)) {
-          Tensor inside = !low.defined() ? le(x, high) : !high.defined() ? ge(x, low)
-                                                       : logical_and(ge(x, low), le(x, high));
-          pass(inside, 0);
-        }
-        if (n.needs_grad(1)) pass(high.defined() ? logical_and(lt(x, low), lt(low, high)) : lt(x, low), 1);
-        if (n.needs_grad(2)) pass(low.defined() ? logical_or(gt(x, high), lt(high, low)) : gt(x, high), 2);
-      }, {&x, &low, &high}, {&y})) {
-    n->save(x);
-    n->save(low);
-    n->save(high);
-  }
-  return y;
-}
-
 // y = sign(x): not differentiable, no record
 Tensor sign(const Tensor& x, Site site) {
   OpScope op("sign", site);

@@ -66,7 +66,8 @@ class ConvTranspose2d : public Module {
 };
 
 // Max / average pooling over windows of the last dim. x [N, C, L] -> [N, C, L_out],
-// L_out = (L + 2 padding - k) / stride + 1; stride 0 means the kernel size.
+// L_out = (L + 2 padding - dilation (k - 1) - 1) / stride + 1, rounded up with ceil_mode;
+// stride 0 means the kernel size.
 struct Pool1dOptions {
   int64_t stride = 0;
   int64_t padding = 0;

@@ -69,8 +69,8 @@ class Conv2d : public Module {
 };
 
 // Max / average pooling over windows. x [N, C, H, W] -> [N, C, H_out, W_out] (or unbatched
-// [C, H, W] -> [C, H_out, W_out]), H_out = (H + 2 padding - k) / stride + 1, rounded up with
-// ceil_mode. stride 0 means the kernel size (PyTorch's default).
+// [C, H, W] -> [C, H_out, W_out]), H_out = (H + 2 padding - dilation (k - 1) - 1) / stride + 1,
+// rounded up with ceil_mode. stride 0 means the kernel size (PyTorch's default).
 struct Pool2dOptions {
   Size2 stride = 0;
   Size2 padding = 0;
