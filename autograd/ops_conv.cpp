@@ -205,9 +205,9 @@ Tensor resolve_padding(const OpScope& op, const Tensor& x, const Tensor& w, Conv
   opt.padding = {th / 2, tw / 2};
   if (th % 2 == 0 && tw % 2 == 0) return x;
   if (!pad_x)
-    fail(op.op, fmt::format("padding \"same\" with an even extent dilation (k - 1) + 1 (weight {}, dilation [{}, {}]) "
-                            "pads unevenly, which a channel-blocked input cannot take; use conv2d",
-                            w.shape().str(), opt.dilation.h, opt.dilation.w), op.site);
+    fail(op.op, fmt::format("padding \"same\" for the weight {} (dilation [{}, {}]) needs one more row or column at "
+                            "the bottom or right than at the top or left, which a channel-blocked input cannot take; "
+                            "use conv2d", w.shape().str(), opt.dilation.h, opt.dilation.w), op.site);
   check_defined(op, x, "the input");
   check_dim(op, x, 4, "the input [N, C, H, W]");
   return pad(x, {0, tw % 2, 0, th % 2});

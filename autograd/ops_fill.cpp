@@ -217,6 +217,7 @@ Tensor lerp(const Tensor& a, const Tensor& b, double weight, Site site) {
   OpScope op("lerp", site);
   check_defined(op, a, "the start");
   check_defined(op, b, "the end");
+  broadcast_shapes(op.op, a.shape(), b.shape(), op.site);  // checked in the user's order
   return add(a, mul(sub(b, a), weight));
 }
 
@@ -225,6 +226,7 @@ Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight, Site site) {
   check_defined(op, a, "the start");
   check_defined(op, b, "the end");
   check_defined(op, weight, "the weight");
+  broadcast_shapes(op.op, broadcast_shapes(op.op, a.shape(), b.shape(), op.site), weight.shape(), op.site);
   return add(a, mul(weight, sub(b, a)));
 }
 

@@ -239,6 +239,13 @@ TEST_CASE("convolutions take padding \"same\" and \"valid\", as PyTorch", "[edge
   Case c = find_case(table(), "conv2d_same_even_f64");
   CHECK(differ(conv2d_relu(c.in("x"), c.in("w"), c.in("b"), {.padding = "same"}), relu(c.out("y"))) == "");
 
+  // conv2d_blocked: "same" where it pads evenly, refused where it would pad x unevenly
+  Tensor xp = randn({1, 16, 5, 6}), wo = randn({4, 16, 3, 3}), we = randn({4, 16, 2, 3});
+  CHECK(differ(conv2d_blocked(to_channel_blocks(xp, 8), wo, {}, {.padding = "same"}),
+               conv2d(xp, wo, {}, {.padding = "same"}), 1e-4) == "");
+  CHECK(error_message([&] { conv2d_blocked(to_channel_blocks(xp, 8), we, {}, {.padding = "same"}); })
+            .rfind("conv2d_blocked: padding \"same\" for the weight [4, 16, 2, 3]", 0) == 0);
+
   // PyTorch's rules: "same" needs stride 1; no other strings
   Tensor x = zeros({1, 2, 5}), w = zeros({2, 2, 3});
   std::string e = error_message([&] { conv1d(x, w, {}, {.stride = 2, .padding = "same"}); });
