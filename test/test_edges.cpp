@@ -71,6 +71,20 @@ TEST_CASE("activations and clamps at their break points match PyTorch", "[edges]
   check2("add_relu", "a", "b", [](const Tensor& a, const Tensor& b) { return add_relu(a, b); });
 }
 
+TEST_CASE("hardswish's rule at -3 and 3 holds wherever the element lands (vector bodies and tails)",
+          "[edges][activation]") {
+  // PyTorch 1.13's own CPU answer at 3 depends on the position (edges35.py); reel's must not
+  for (DType dt : {DType::f32, DType::f64})
+    for (int64_t n : {1, 7, 16, 1000, 1003}) {
+      for (double at : {-3.0, 3.0}) {
+        Tensor x = full({n}, at, {.dtype = dt}).requires_grad_();
+        hardswish(x).sum().backward();
+        INFO(dtype_name(dt) << " n = " << n << " x = " << at);
+        CHECK(differ(x.grad(), full({n}, at / 3 + 0.5, {.dtype = dt}), 0) == "");
+      }
+    }
+}
+
 TEST_CASE("the nn activation modules take the ops' break-point rules", "[edges][torch]") {
   auto run = [](const std::string& name, nn::Module& m) {
     Case c = find_case(table(), name);
