@@ -17,7 +17,7 @@
 #include "nn/rnn.h"             // nn::RNN, GRU, LSTM, RNNCell, GRUCell, LSTMCell
 #include "nn/attention.h"        // nn::MultiheadAttention, nn::TransformerEncoderLayer (PyTorch names)
 #include "nn/containers.h"      // nn::ModuleList, nn::ModuleDict: layers chosen at run time
-#include "nn/activations.h"     // nn::SiLU, ELU, LeakyReLU, Softplus, Mish, Hardswish, Softmax
+#include "nn/activations.h"     // nn::SiLU, ELU, LeakyReLU, Softplus, Mish, Hardswish, Hardtanh, ReLU6, Hardsigmoid, Threshold, Softmax
 #include "nn/loss.h"            // nn::CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss
 #include "nn/losses.h"          // nn::L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, CosineEmbeddingLoss (+ functional)
 #include "nn/norm_layers.h"     // nn::GroupNorm, InstanceNorm2d, Identity, Dropout2d

@@ -34,16 +34,26 @@ void debug_alloc(const Tensor& t);
 int64_t debug_span_begin();
 void debug_module_end(const ModulePath* module, int64_t t0_ns);
 
+// The op the user called, for errors (tensor/core.cpp): the outermost op scope on this
+// thread since the user's code last ran (a module's forward, a backward rule), so a check
+// failing in an op that a composite calls names the composite; fail() then says which
+// inner op complained. enter_user_op: whether `op` became the user's op.
+bool enter_user_op(const char* op);
+void leave_user_op();
+
 // Opened at the top of every public op: makes the outermost caller's line the
-// site of everything the op does, and gives debug tools their hook.
+// site of everything the op does, names the op the user called in errors, and gives
+// debug tools their hook.
 class OpScope {
  public:
-  OpScope(const char* op, const Site& site) : op(op), site(SiteScope::current(site)), scope_(site) {
+  OpScope(const char* op, const Site& site)
+      : op(op), site(SiteScope::current(site)), user_op_(enter_user_op(op)), scope_(site) {
     if (debug_tools_on()) [[unlikely]] frame = debug_op_begin(*this);
   }
   // May throw: a user's op hook runs here (a throwing dtor is fine during normal exit;
   // during unwinding the frame is dropped instead).
   ~OpScope() noexcept(false) {
+    if (user_op_) leave_user_op();
     if (frame) [[unlikely]] debug_op_end(frame);
   }
   OpScope(const OpScope&) = delete;
@@ -53,6 +63,7 @@ class OpScope {
   OpFrame* frame = nullptr;  // non-null while a debug tool watches this op
 
  private:
+  bool user_op_;
   SiteScope scope_;
 };
 

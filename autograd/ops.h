@@ -3,7 +3,9 @@
 // takes the caller's Site last, filled in by the compiler.
 #pragma once
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../tensor/tensor.h"
@@ -35,10 +37,20 @@ Tensor hardswish(const Tensor& x, Site site = {});  // x relu6(x + 3) / 6
 // ln(1 + e^(beta x)) / beta; x itself where beta x > threshold (PyTorch's rule)
 Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20, Site site = {});
 Tensor elu(const Tensor& x, double alpha = 1, Site site = {});  // x > 0 ? x : alpha (e^x - 1)
+// PyTorch's hard-edged activations; each one's gradient is 0 at its break points
+// themselves, as PyTorch's rules have it (clamp's passes g at its bounds)
+Tensor hardtanh(const Tensor& x, double min_val = -1, double max_val = 1, Site site = {});  // clamp(x, min, max)
+Tensor relu6(const Tensor& x, Site site = {});  // hardtanh(x, 0, 6)
+Tensor hardsigmoid(const Tensor& x, Site site = {});  // relu6(x + 3) / 6
+Tensor threshold(const Tensor& x, double threshold, double value, Site site = {});  // x > threshold ? x : value
 Tensor sigmoid(const Tensor& x, Site site = {});
 Tensor tanh(const Tensor& x, Site site = {});
 Tensor pow(const Tensor& x, double exponent, Site site = {});
 Tensor clamp(const Tensor& x, double low, double high, Site site = {});
+// low and high as tensors, broadcast with x (either undefined: no bound; where they cross,
+// high wins); PyTorch's gradients: x's where low <= x <= high, low's where x < low < high,
+// high's where x > high or high < low
+Tensor clamp(const Tensor& x, const Tensor& low, const Tensor& high, Site site = {});
 Tensor sign(const Tensor& x, Site site = {});  // not differentiable (zero gradient)
 Tensor logical_not(const Tensor& x, Site site = {});
 
@@ -110,23 +122,38 @@ struct Size2 {
   Size2(int64_t h, int64_t w) : h(h), w(w) {}
   int64_t operator[](int i) const { return i == 0 ? h : w; }
 };
+// A convolution's padding: amounts (one number or {h, w}), or PyTorch's strings "valid"
+// (none) and "same" (the output as large as the input: stride 1 only, and where the total
+// dilation (k - 1) is odd the extra one goes to the bottom / right, as PyTorch pads).
+struct ConvPadding : Size2 {
+  ConvPadding(int64_t both = 0) : Size2(both) {}
+  ConvPadding(int64_t h, int64_t w) : Size2(h, w) {}
+  ConvPadding(const Size2& amounts) : Size2(amounts) {}
+  // "same" or "valid", checked by the op (an array, so that 0 stays an amount)
+  template <size_t N>
+  ConvPadding(const char (&mode)[N]) : mode(mode, N - 1) {}
+  explicit ConvPadding(std::string mode) : mode(std::move(mode)) {}
+  std::string mode;  // empty: the amounts
+};
 struct Conv2dOptions {
   Size2 stride = 1;
-  Size2 padding = 0;
+  ConvPadding padding = 0;
   Size2 dilation = 1;
   int64_t groups = 1;
 };
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {}, Site site = {});
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions opt = {}, Site site = {});
 // Pooling takes x [N, C, H, W] -> [N, C, OH, OW], or unbatched [C, H, W] -> [C, OH, OW].
-// OH = (H + 2 pad - kernel) / stride + 1, rounded up with ceil_mode (PyTorch's rule: a
-// last window that would start in the right padding is dropped).
+// OH = (H + 2 pad - dilation (kernel - 1) - 1) / stride + 1, rounded up with ceil_mode
+// (PyTorch's rule: a last window that would start in the right padding is dropped).
 struct Pool2dOptions {
   Size2 kernel = 2;
   Size2 stride = 0;  // 0: the kernel size
   Size2 padding = 0;
   bool count_include_pad = true;  // avg only
   bool ceil_mode = false;
+  Size2 dilation = 1;  // max only: the window's elements `dilation` apart
+  int64_t divisor_override = 0;  // avg only: divide every window's sum by this (0: the window's count)
 };
 Tensor max_pool2d(const Tensor& x, Pool2dOptions opt = {}, Site site = {});
 // PyTorch's return_indices = true: also the i64 argmax of each window, flat h * W + w

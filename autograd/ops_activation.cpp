@@ -44,11 +44,11 @@ Tensor d_mish(const Tensor& g, const Tensor& x) {
   Tensor t = tanh(softplus(x));
   return mul(g, add(t, mul(mul(x, sigmoid_of(x)), 1.0 - square(t))));
 }
-// hardswish'(x) = 0 below -3, x/3 + 1/2 on [-3, 3), 1 from 3 on (PyTorch's vectorised
-// CPU kernel; its scalar tail takes x/3 + 1/2 at 3 as well)
+// hardswish'(x) = 0 below -3, x/3 + 1/2 on [-3, 3], 1 above 3: PyTorch's scalar and CUDA
+// kernels (1.5 at 3; its vectorised CPU body says 1 there, test/reference/edges35.py)
 Tensor d_hardswish(const Tensor& g, const Tensor& x) {
   Tensor mid = mul(g, add(div(x, 3.0), 0.5));
-  return where(lt(x, -3.0), zeros_like(g), where(lt(x, 3.0), mid, g));
+  return where(lt(x, -3.0), zeros_like(g), where(le(x, 3.0), mid, g));
 }
 // softplus'(x) = sigmoid(beta x), 1 where beta x > threshold
 Tensor d_softplus(const Tensor& g, const Tensor& x, double beta, double threshold) {
@@ -144,6 +144,44 @@ Tensor softplus(const Tensor& x_in, double beta, double threshold, Site site) {
 Tensor elu(const Tensor& x, double alpha, Site site) {
   OpScope op("elu", site);
   return activation(op, UnaryOp::elu, x, alpha);
+}
+
+// The hard-edged activations, composed: where(inside, f(x), edge value) with the edge
+// values off the tape, so g reaches x exactly where PyTorch's backward rules pass it.
+
+// y = clamp(x, min, max); dx = g where min < x < max (PyTorch's hardtanh_backward: 0 where
+// x <= min or x >= max, so NaN passes g)
+Tensor hardtanh(const Tensor& x, double min_val, double max_val, Site site) {
+  OpScope op("hardtanh", site);
+  check_defined(op, x, "the input");
+  check_floating(op, x, "the input");
+  if (!(min_val <= max_val))
+    fail(op.op, fmt::format("expected min_val <= max_val, got {} and {}", min_val, max_val), op.site);
+  Tensor edge = clamp(x.detach(), min_val, max_val);
+  return where(logical_not(logical_or(le(x, min_val), ge(x, max_val))), x, edge);
+}
+
+Tensor relu6(const Tensor& x, Site site) {
+  OpScope op("relu6", site);
+  return hardtanh(x, 0.0, 6.0);
+}
+
+// y = clamp(x + 3, 0, 6) / 6; dx = g / 6 where -3 < x < 3 (PyTorch's hardsigmoid_backward)
+Tensor hardsigmoid(const Tensor& x, Site site) {
+  OpScope op("hardsigmoid", site);
+  check_defined(op, x, "the input");
+  check_floating(op, x, "the input");
+  Tensor edge = div(clamp(add(x.detach(), 3.0), 0.0, 6.0), 6.0);
+  return where(logical_and(gt(x, -3.0), lt(x, 3.0)), div(add(x, 3.0), 6.0), edge);
+}
+
+// y = x > threshold ? x : value; dx = g where x > threshold (PyTorch: 0 where x <= threshold,
+// so NaN passes g)
+Tensor threshold(const Tensor& x, double threshold, double value, Site site) {
+  OpScope op("threshold", site);
+  check_defined(op, x, "the input");
+  check_floating(op, x, "the input");
+  return where(le(x, threshold), full_like(x, value), x);
 }
 
 }  // namespace reel

@@ -124,12 +124,23 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double bet
   check_defined(op, m2, "the second matrix");
   check_dim(op, m1, 2, "the first matrix [n, m]");
   check_dim(op, m2, 2, "the second matrix [m, p]");
+  check_same_device(op, m1, m2);
+  if (m1.size(1) != m2.size(0))
+    fail(op.op, fmt::format("the first matrix {} and the second {} do not chain: [n, m] @ [m, p] needs {} = {}",
+                            m1.shape().str(), m2.shape().str(), m1.size(1), m2.size(0)), op.site);
   return scaled_sum(op, input, matmul(m1, m2), beta, alpha);
 }
 
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta, double alpha, Site site) {
   OpScope op("baddbmm", site);
   check_defined(op, input, "the input");
+  check_defined(op, b1, "the first batch");
+  check_defined(op, b2, "the second batch");
+  check_dim(op, b1, 3, "the first batch [B, n, m]");
+  check_dim(op, b2, 3, "the second batch [B, m, p]");
+  if (b1.size(0) != b2.size(0) || b1.size(2) != b2.size(1))
+    fail(op.op, fmt::format("the batches {} and {} do not chain: [B, n, m] @ [B, m, p]", b1.shape().str(),
+                            b2.shape().str()), op.site);
   return scaled_sum(op, input, bmm(b1, b2), beta, alpha);
 }
 

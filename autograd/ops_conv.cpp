@@ -181,11 +181,44 @@ void conv_grads(Node& n, const Tensor& g, Grads& gi) {
   weight_grads(n, g, n.saved_tensor(0), p, gi);
 }
 
+// String padding as amounts for the kernel [KH, KW]: "valid" none, "same" dil (k - 1) / 2
+// on each side (stride 1 only), and where dil (k - 1) is odd one more row / column at the
+// bottom / right, which x gets first (PyTorch pads so too); `pad_x`: whether this op may
+// pad x (conv2d_blocked refuses the uneven case instead). Returns x as the convolution reads it.
+Tensor resolve_padding(const OpScope& op, const Tensor& x, const Tensor& w, Conv2dOptions& opt, bool pad_x = true) {
+  if (opt.padding.mode.empty()) return x;
+  const std::string mode = opt.padding.mode;
+  if (mode == "valid") {
+    opt.padding = 0;
+    return x;
+  }
+  if (mode != "same")
+    fail(op.op, fmt::format("expected padding \"same\", \"valid\" or amounts, got \"{}\"", mode), op.site);
+  check_defined(op, w, "the weight");
+  check_dim(op, w, 4, "the weight [O, C/groups, KH, KW]");
+  if (opt.stride.h != 1 || opt.stride.w != 1)
+    fail(op.op, fmt::format("padding \"same\" needs stride 1 (PyTorch's rule), got stride [{}, {}]", opt.stride.h,
+                            opt.stride.w), op.site);
+  if (opt.dilation.h < 1 || opt.dilation.w < 1)
+    fail(op.op, fmt::format("expected dilation >= 1, got [{}, {}]", opt.dilation.h, opt.dilation.w), op.site);
+  const int64_t th = opt.dilation.h * (w.size(2) - 1), tw = opt.dilation.w * (w.size(3) - 1);
+  opt.padding = {th / 2, tw / 2};
+  if (th % 2 == 0 && tw % 2 == 0) return x;
+  if (!pad_x)
+    fail(op.op, fmt::format("padding \"same\" for the weight {} (dilation [{}, {}]) needs one more row or column at "
+                            "the bottom or right than at the top or left, which a channel-blocked input cannot take; "
+                            "use conv2d", w.shape().str(), opt.dilation.h, opt.dilation.w), op.site);
+  check_defined(op, x, "the input");
+  check_dim(op, x, 4, "the input [N, C, H, W]");
+  return pad(x, {0, tw % 2, 0, th % 2});
+}
+
 }  // namespace
 
 // y = conv(x, W) + b; dx = conv_transpose(g, W), dW = correlate(x, g), db = sum_{n,h,w} g
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
   OpScope op("conv2d", site);
+  const Tensor x = resolve_padding(op, x_in, weight, opt);
   ConvParams p = params_of(opt);
   const Tensor xc = autocast_lower(x), wc = autocast_lower(weight), bc = autocast_lower(bias);
   Tensor y = conv_forward(op, xc, wc, bc, p, false);
@@ -199,8 +232,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
 }
 
 // y = relu(conv(x, W) + b); the conv2d gradients of m = g (y > 0)
-Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
+Tensor conv2d_relu(const Tensor& x_in, const Tensor& weight, const Tensor& bias, Conv2dOptions opt, Site site) {
   OpScope op("conv2d_relu", site);
+  const Tensor x = resolve_padding(op, x_in, weight, opt);
   ConvParams p = params_of(opt);
   const Tensor xc = autocast_lower(x), wc = autocast_lower(weight), bc = autocast_lower(bias);
   Tensor y = conv_forward(op, xc, wc, bc, p, true);
@@ -248,6 +282,7 @@ Tensor conv2d_blocked(const Tensor& xb_in, const Tensor& weight, const Tensor& b
   check_dim(op, xb_in, 5, "a channel-blocked input [N, C/B, H, W, B]");
   const int64_t B = xb_in.size(4);
   if (B != 8 && B != 16) fail(op.op, fmt::format("expected a channel block of 8 or 16, got {}", describe(xb_in)), op.site);
+  resolve_padding(op, xb_in, weight, opt, false);
   ConvParams p = params_of(opt);
   const Tensor xb = autocast_lower(xb_in), wc = autocast_lower(weight), bc = autocast_lower(bias);
   const Dims plain = unblocked_shape(xb.shape());

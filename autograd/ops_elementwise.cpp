@@ -450,7 +450,10 @@ Tensor add(const Tensor& a, double b, Site site) {
   record(op, [](Node&, const Grads& g, Grads& gi) { gi[0] = g[0]; }, {&a}, {&y});
   return y;
 }
-Tensor sub(const Tensor& a, double b, Site site) { return add(a, -b, site); }
+Tensor sub(const Tensor& a, double b, Site site) {
+  OpScope op("sub", site);
+  return add(a, -b);
+}
 Tensor mul(const Tensor& a, double b, Site site) {
   OpScope op("mul", site);
   Tensor y = unary_forward(op, UnaryOp::mul_scalar, a, b);

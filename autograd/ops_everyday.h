@@ -147,13 +147,22 @@ struct InterpolateOptions {
 Tensor interpolate(const Tensor& x, const InterpolateOptions& opt, Site site = {});
 
 // ---- 1-d convolution and pooling, transposed convolution (autograd/ops_conv1d.cpp; conv_transpose2d in ops_conv.cpp)
+// A 1-d convolution's padding: an amount, or "valid" / "same" (as ConvPadding)
+struct ConvPadding1 {
+  ConvPadding1(int64_t size = 0) : size(size) {}
+  template <size_t N>
+  ConvPadding1(const char (&mode)[N]) : mode(mode, N - 1) {}
+  explicit ConvPadding1(std::string mode) : mode(std::move(mode)) {}
+  int64_t size = 0;
+  std::string mode;  // empty: the amount
+};
 struct Conv1dOptions {
   int64_t stride = 1;
-  int64_t padding = 0;
+  ConvPadding1 padding = 0;
   int64_t dilation = 1;
   int64_t groups = 1;
 };
-// x [N, C, L], weight [O, C/groups, K], bias [O]: conv2d on [N, C, 1, L]
+// x [N, C, L], weight [O, C/groups, K], bias [O]: conv2d on [N, C, 1, L] (errors name conv1d)
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv1dOptions opt = {}, Site site = {});
 struct ConvTranspose2dOptions {
   Size2 stride = 1;
@@ -170,7 +179,9 @@ struct Pool1dOptions {
   int64_t kernel = 2;
   int64_t stride = 0;  // 0: the kernel size
   int64_t padding = 0;
-  bool count_include_pad = true;
+  bool count_include_pad = true;  // avg only
+  bool ceil_mode = false;  // as Pool2dOptions
+  int64_t dilation = 1;  // max only
 };
 // x [N, C, L]
 Tensor max_pool1d(const Tensor& x, Pool1dOptions opt = {}, Site site = {});

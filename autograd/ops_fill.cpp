@@ -1,7 +1,9 @@
 // Creation (linspace, eye), masks and triangles (masked_fill, tril, triu), tests of
-// values (isnan, isinf, isfinite, any, all), nan_to_num, clamp_min/clamp_max and lerp.
-// All compose from where, the comparisons and the reductions, so their gradients are
-// those ops' rules (and twice differentiable with them); none needs a kernel of its own.
+// values (isnan, isinf, isfinite, any, all), nan_to_num, clamp_min/clamp_max, clamp with
+// tensor bounds and lerp. All compose from where, the comparisons and the reductions, so
+// their gradients are those ops' rules (and twice differentiable with them), except clamp
+// with tensor bounds, whose rule (PyTorch's masks) is written out of the same ops; none
+// needs a kernel of its own.
 #include <cmath>
 #include <limits>
 
@@ -10,6 +12,21 @@
 
 namespace reel {
 namespace {
+
+// masked_fill's mask: bool, on x's device, broadcastable to x's shape (x keeps its shape,
+// as PyTorch: a mask with more or larger dims is refused, not broadcast over)
+void check_mask(const OpScope& op, const Tensor& x, const Tensor& mask) {
+  check_defined(op, x, "the input");
+  check_defined(op, mask, "the mask");
+  check_dtype(op, mask, DType::boolean, "the mask");
+  check_same_device(op, x, mask);
+  bool fits = mask.dim() <= x.dim();
+  for (int i = 1; fits && i <= mask.dim(); ++i)
+    fits = mask.size(-i) == 1 || mask.size(-i) == x.size(-i);
+  if (!fits)
+    fail(op.op, fmt::format("the mask {} does not broadcast to the input's shape {}", mask.shape().str(),
+                            x.shape().str()), op.site);
+}
 
 // a 0-d tensor of value in t's dtype and device, off the tape
 Tensor scalar_like(const Tensor& t, double value) {
@@ -67,19 +84,15 @@ Tensor eye(int64_t n, int64_t m, Options opt, Site site) {
 // y = mask ? value : x; dx = g where !mask (where's rule)
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, Site site) {
   OpScope op("masked_fill", site);
-  check_defined(op, x, "the input");
-  check_defined(op, mask, "the mask");
-  check_dtype(op, mask, DType::boolean, "the mask");
+  check_mask(op, x, mask);
   return where(mask, scalar_like(x, value), x);
 }
 
 // y = mask ? value : x; dvalue = sum of g over the mask
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value, Site site) {
   OpScope op("masked_fill", site);
-  check_defined(op, x, "the input");
-  check_defined(op, mask, "the mask");
+  check_mask(op, x, mask);
   check_defined(op, value, "the value");
-  check_dtype(op, mask, DType::boolean, "the mask");
   if (value.dim() != 0)
     fail(op.op, fmt::format("expected a 0-d value tensor, got {}", describe(value)), op.site);
   return where(mask, value.to(x.dtype()), x);
@@ -149,10 +162,54 @@ Tensor all(const Tensor& x, const Dims& dims, bool keepdim, Site site) {
 }
 
 Tensor clamp_min(const Tensor& x, double low, Site site) {
-  return clamp(x, low, std::numeric_limits<double>::infinity(), site);
+  OpScope op("clamp_min", site);
+  return clamp(x, low, std::numeric_limits<double>::infinity());
 }
 Tensor clamp_max(const Tensor& x, double high, Site site) {
-  return clamp(x, -std::numeric_limits<double>::infinity(), high, site);
+  OpScope op("clamp_max", site);
+  return clamp(x, -std::numeric_limits<double>::infinity(), high);
+}
+
+// y = min(max(x, low), high), broadcast (NaN anywhere gives NaN); dx = g where
+// low <= x <= high, dlow = g where x < low < high, dhigh = g where x > high or high < low
+// (PyTorch 1.13's clamp_backward and clamp_backward_min_max), each summed to its shape
+Tensor clamp(const Tensor& x, const Tensor& low, const Tensor& high, Site site) {
+  OpScope op("clamp", site);
+  check_defined(op, x, "the input");
+  if (!low.defined() && !high.defined()) fail(op.op, "expected a low or a high bound, got neither", op.site);
+  Dims shape = x.shape();
+  for (const Tensor* b : {&low, &high}) {
+    if (!b->defined()) continue;
+    check_same_device(op, x, *b);
+    if (b->dtype() != x.dtype())
+      fail(op.op, fmt::format("expected bounds of the input's dtype, got input {} and bound {}", describe(x),
+                              describe(*b)), op.site);
+    shape = broadcast_shapes(op.op, shape, b->shape(), op.site);
+  }
+  Tensor y;
+  {
+    NoGradGuard forward_only;  // the rule below is the whole gradient
+    y = x;
+    if (low.defined()) y = maximum(y, low);
+    if (high.defined()) y = minimum(y, high);
+  }
+  if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
+        Tensor x = n.saved_tensor(0), low = n.saved_tensor(1), high = n.saved_tensor(2);
+        Tensor zero = zeros_like(g[0]);
+        auto pass = [&](const Tensor& mask, int i) { gi[i] = sum_to(where(mask, g[0], zero), n.input_shape(i)); };
+        if (n.needs_grad(0)) {
+          Tensor inside = !low.defined() ? le(x, high) : !high.defined() ? ge(x, low)
+                                                       : logical_and(ge(x, low), le(x, high));
+          pass(inside, 0);
+        }
+        if (n.needs_grad(1)) pass(high.defined() ? logical_and(lt(x, low), lt(low, high)) : lt(x, low), 1);
+        if (n.needs_grad(2)) pass(low.defined() ? logical_or(gt(x, high), lt(high, low)) : gt(x, high), 2);
+      }, {&x, &low, &high}, {&y})) {
+    n->save(x);
+    n->save(low);
+    n->save(high);
+  }
+  return y;
 }
 
 // y = a + w (b - a); da = g (1 - w), db = g w, dw = g (b - a)
@@ -160,6 +217,7 @@ Tensor lerp(const Tensor& a, const Tensor& b, double weight, Site site) {
   OpScope op("lerp", site);
   check_defined(op, a, "the start");
   check_defined(op, b, "the end");
+  broadcast_shapes(op.op, a.shape(), b.shape(), op.site);  // checked in the user's order
   return add(a, mul(sub(b, a), weight));
 }
 
@@ -168,6 +226,7 @@ Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight, Site site) {
   check_defined(op, a, "the start");
   check_defined(op, b, "the end");
   check_defined(op, weight, "the weight");
+  broadcast_shapes(op.op, broadcast_shapes(op.op, a.shape(), b.shape(), op.site), weight.shape(), op.site);
   return add(a, mul(weight, sub(b, a)));
 }
 

@@ -1,9 +1,13 @@
 // Pooling, NCHW: max_pool2d, avg_pool2d, adaptive_avg_pool2d. x [N, C, H, W] ->
-// y [N, C, OH, OW], OH = (H + 2 pad - kernel) / stride + 1 (adaptive: any OH, OW), or
-// with ceil_mode rounded up, less a last window that would start in the right padding
-// (PyTorch's rule). Every window then holds at least one input element, so the backend
-// kernels, which clip windows to the input, need nothing more for ceil_mode. An unbatched
-// [C, H, W] input runs as a batch of one.
+// y [N, C, OH, OW], OH = (H + 2 pad - dil (kernel - 1) - 1) / stride + 1 (adaptive: any
+// OH, OW), or with ceil_mode rounded up, less a last window that would start in the right
+// padding (PyTorch's rule). Every window then holds at least one input element, so the
+// backend kernels, which clip windows to the input, need nothing more for ceil_mode. An
+// unbatched [C, H, W] input runs as a batch of one. Dilated max pooling and avg pooling's
+// divisor_override are composed above the backend (its kernels have neither).
+#include <algorithm>
+#include <limits>
+
 #include "op_support.h"
 #include "ops.h"
 
@@ -20,9 +24,9 @@ void check_input(const OpScope& op, const Tensor& x) {
 }
 
 // As PyTorch's pooling_output_shape: the outputs along one dim.
-int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, bool ceil_mode) {
-  int64_t span = in + 2 * pad - k;
-  int64_t out = (ceil_mode ? span + s - 1 : span) / s + 1;
+int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, bool ceil_mode, int64_t dil = 1) {
+  int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+  int64_t out = (ceil_mode ? span + s - 1 : span) / s + 1;  // span >= 0 here (checked)
   if (ceil_mode && (out - 1) * s >= in + pad) --out;
   return out;
 }
@@ -43,17 +47,70 @@ PoolParams plan(const OpScope& op, const Tensor& x, const Pool2dOptions& o, Dims
                               "stride [{}, {}], padding [{}, {}]", p.kernel[0], p.kernel[1], p.stride[0], p.stride[1],
                               p.padding[0], p.padding[1]), op.site);
   }
+  if (o.dilation.h < 1 || o.dilation.w < 1)
+    fail(op.op, fmt::format("expected dilation >= 1, got [{}, {}]", o.dilation.h, o.dilation.w), op.site);
+  if (o.divisor_override < 0)
+    fail(op.op, fmt::format("expected divisor_override > 0 (or 0: none), got {}", o.divisor_override), op.site);
   check_dim(op, x, 4, "the input [N, C, H, W]");
   shape = {x.size(0), x.size(1), 0, 0};
   for (int i = 0; i < 2; ++i) {
-    int64_t padded = x.size(2 + i) + 2 * p.padding[i];
-    if (p.kernel[i] > padded)
-      fail(op.op, fmt::format("the kernel [{}, {}] is larger than the padded input [{}, {}] (input {}, padding [{}, {}])",
-                              p.kernel[0], p.kernel[1], x.size(2) + 2 * p.padding[0], x.size(3) + 2 * p.padding[1],
-                              x.shape().str(), p.padding[0], p.padding[1]), op.site);
-    shape[2 + i] = pooled_size(x.size(2 + i), p.kernel[i], p.stride[i], p.padding[i], o.ceil_mode);
+    int64_t padded = x.size(2 + i) + 2 * p.padding[i], extent = o.dilation[i] * (p.kernel[i] - 1) + 1;
+    if (extent > padded)
+      fail(op.op, fmt::format("the kernel [{}, {}] (dilation [{}, {}]) is larger than the padded input [{}, {}] "
+                              "(input {}, padding [{}, {}])", p.kernel[0], p.kernel[1], o.dilation[0], o.dilation[1],
+                              x.size(2) + 2 * p.padding[0], x.size(3) + 2 * p.padding[1], x.shape().str(),
+                              p.padding[0], p.padding[1]), op.site);
+    shape[2 + i] = pooled_size(x.size(2 + i), p.kernel[i], p.stride[i], p.padding[i], o.ceil_mode, o.dilation[i]);
   }
   return p;
+}
+
+// Dilated max pooling, composed: x padded with -inf to cover every window, each window's
+// elements gathered (index_select along W, then H) into a last dim of KH * KW in row-major
+// order, and max over it, whose gradient goes to the first maximum: PyTorch's kernel's
+// choice. The indices are the winners' flat h * W + w in x.
+PoolWithIndices dilated_max_pool2d(const Tensor& x, const PoolParams& p, const Size2& dil, const Dims& shape) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = shape[2], OW = shape[3];
+  const int64_t KH = p.kernel[0], KW = p.kernel[1];
+  const int64_t end_h = (OH - 1) * p.stride[0] + dil.h * (KH - 1) + 1,
+                end_w = (OW - 1) * p.stride[1] + dil.w * (KW - 1) + 1;  // in padded coordinates
+  const Tensor xp = pad(x, {p.padding[1], end_w - p.padding[1] - W, p.padding[0], end_h - p.padding[0] - H},
+                        {.value = -std::numeric_limits<double>::infinity()});
+  std::vector<int64_t> rows, cols, flat;  // padded coordinates of each window element; flat: x's
+  for (int64_t o = 0; o < OH; ++o)
+    for (int64_t k = 0; k < KH; ++k) rows.push_back(o * p.stride[0] + k * dil.h);
+  for (int64_t o = 0; o < OW; ++o)
+    for (int64_t k = 0; k < KW; ++k) cols.push_back(o * p.stride[1] + k * dil.w);
+  for (int64_t oh = 0; oh < OH; ++oh)
+    for (int64_t ow = 0; ow < OW; ++ow)
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw)
+          flat.push_back((rows[oh * KH + kh] - p.padding[0]) * W + cols[ow * KW + kw] - p.padding[1]);
+  const Options on{.dtype = DType::i64, .device = x.device()};
+  Tensor windows = index_select(index_select(xp, 3, from_vector(cols, {OW * KW}, on)), 2,
+                                from_vector(rows, {OH * KH}, on));  // [N, C, OH KH, OW KW]
+  windows = windows.reshape({N, C, OH, KH, OW, KW}).permute({0, 1, 2, 4, 3, 5}).reshape({N, C, OH, OW, KH * KW});
+  auto [values, k] = max(windows, -1);
+  NoGradGuard no_grad;
+  Tensor where_in_x = from_vector(flat, {1, 1, OH, OW, KH * KW}, on).expand({N, C, OH, OW, KH * KW});
+  return {values, gather(where_in_x, 4, k.unsqueeze(4)).squeeze(4)};
+}
+
+// avg pooling with divisor_override: the mean with padding counted (divisor clipped to the
+// padded input, as PyTorch's pool_size), rescaled to sum / divisor
+Tensor avg_pool2d_divided(const Tensor& x, const PoolParams& p, bool ceil_mode, int64_t divisor, const Dims& shape) {
+  Pool2dOptions counted{.kernel = {p.kernel[0], p.kernel[1]}, .stride = {p.stride[0], p.stride[1]},
+                        .padding = {p.padding[0], p.padding[1]}, .count_include_pad = true, .ceil_mode = ceil_mode};
+  std::vector<double> scale;
+  for (int64_t oh = 0; oh < shape[2]; ++oh)
+    for (int64_t ow = 0; ow < shape[3]; ++ow) {
+      int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+      int64_t h1 = std::min(h0 + p.kernel[0], x.size(2) + p.padding[0]);
+      int64_t w1 = std::min(w0 + p.kernel[1], x.size(3) + p.padding[1]);
+      scale.push_back(double((h1 - h0) * (w1 - w0)) / double(divisor));
+    }
+  Tensor s = from_vector(scale, {shape[2], shape[3]}, {.dtype = x.dtype(), .device = x.device()});
+  return mul(avg_pool2d(x, counted), s);
 }
 
 void remember(Node* n, const PoolParams& p) {
@@ -145,6 +202,9 @@ PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt, Site
   }
   Dims shape;
   PoolParams p = plan(op, x, opt, shape);
+  if (opt.divisor_override)
+    fail(op.op, fmt::format("divisor_override is avg pooling's; got {}", opt.divisor_override), op.site);
+  if (opt.dilation.h != 1 || opt.dilation.w != 1) return dilated_max_pool2d(x, p, opt.dilation, shape);
   Tensor y = new_tensor(shape, x.dtype(), x.device());
   Tensor indices = new_tensor(shape, DType::i64, x.device());
   if (y.numel()) backend_of(x).max_pool2d_forward(y, indices, x, p);
@@ -167,6 +227,10 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
   if (x.dim() == 3) return avg_pool2d(x.unsqueeze(0), opt, site).squeeze(0);  // unbatched: a batch of one
   Dims shape;
   PoolParams p = plan(op, x, opt, shape);
+  if (opt.dilation.h != 1 || opt.dilation.w != 1)
+    fail(op.op, fmt::format("dilation is max pooling's (PyTorch's avg_pool2d has none); got [{}, {}]", opt.dilation.h,
+                            opt.dilation.w), op.site);
+  if (opt.divisor_override) return avg_pool2d_divided(x, p, opt.ceil_mode, opt.divisor_override, shape);
   Tensor y = new_tensor(shape, x.dtype(), x.device());
   if (y.numel()) backend_of(x).avg_pool2d_forward(y, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {

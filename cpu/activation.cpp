@@ -97,8 +97,9 @@ T act_grad(UnaryOp op, T x, T a, T b) {
       T t = std::tanh(std::log1p(std::exp(x)));
       return t + x * (T(1) / (T(1) + std::exp(-x))) * (T(1) - t * t);
     }
-    // PyTorch's ends as its vectorised CPU kernel has them (its scalar tail has x <= 3 instead)
-    case UnaryOp::hardswish: return x < T(-3) ? T(0) : (x < T(3) ? x / T(3) + T(0.5) : T(1));
+    // PyTorch's ends as its scalar and CUDA kernels have them: 1.5 at 3 (its vectorised
+    // CPU body has 1 there, so PyTorch's own answer depends on where the element lands)
+    case UnaryOp::hardswish: return x < T(-3) ? T(0) : (x <= T(3) ? x / T(3) + T(0.5) : T(1));
     case UnaryOp::elu: return x <= T(0) ? a * std::exp(x) : T(1);  // PyTorch's test: NaN passes g
     default: return T(0);
   }

@@ -1,6 +1,6 @@
 // The activations' gradients, fused: out = g f'(x; a, b) with x the op's input, the
 // formulas of cpu/activation.cpp (PyTorch 1.13's, hardswish's ends included: 0 below -3,
-// x/3 + 1/2 on [-3, 3), 1 from 3 on).
+// x/3 + 1/2 on [-3, 3], 1 above 3).
 //
 // Layout: any strides (elementwise.cuh). Launch shape: 256 threads, grid-stride,
 // 16-byte vector loads when dense. Floor: memory bandwidth (read g and x, write out).
@@ -29,7 +29,7 @@ struct GradFn {
       T t = tanh(log1p(exp(x)));
       return g * (t + x * (T(1) / (T(1) + exp(-x))) * (T(1) - t * t));
     } else if constexpr (OP == UnaryOp::hardswish) {
-      return x < T(-3) ? T(0) : (x < T(3) ? g * (x / T(3) + T(0.5)) : g);
+      return x < T(-3) ? T(0) : (x <= T(3) ? g * (x / T(3) + T(0.5)) : g);
     } else if constexpr (OP == UnaryOp::softplus) {
       T z = x * a;
       return z > b ? g : g / (T(1) + exp(-z));

@@ -20,4 +20,9 @@ std::string Softplus::extra_repr() const {
   return fmt::format("beta={}, threshold={}", options.beta, options.threshold);
 }
 
+std::string Hardtanh::extra_repr() const {
+  return "min_val=" + py_float(min_val) + ", max_val=" + py_float(max_val);
+}
+std::string Threshold::extra_repr() const { return "threshold=" + py_float(threshold) + ", value=" + py_float(value); }
+
 }  // namespace reel::nn

@@ -1,4 +1,5 @@
-// Activation modules beyond layers.h's ReLU, GELU, Tanh and Sigmoid: each a plain
+// Activation modules beyond layers.h's ReLU, GELU, Tanh and Sigmoid (and Hardtanh, ReLU6,
+// Hardsigmoid, Threshold with PyTorch's zero gradients at their break points): each a plain
 // Module with its options as members, y = f(x) with x's shape (Softmax along `dim`).
 // Printed as PyTorch prints them.
 //
@@ -84,6 +85,52 @@ class Hardswish : public Module {
     return hardswish(x);
   }
   std::string type_name() const override { return "Hardswish"; }
+};
+
+// clamp(x, min_val, max_val), with a zero gradient at the bounds (PyTorch's)
+class Hardtanh : public Module {
+ public:
+  explicit Hardtanh(double min_val = -1, double max_val = 1) : min_val(min_val), max_val(max_val) {}
+  Tensor forward(const Tensor& x) override {
+    SiteScope at_caller = at_caller_site();
+    return hardtanh(x, min_val, max_val);
+  }
+  std::string type_name() const override { return "Hardtanh"; }
+  std::string extra_repr() const override;
+  double min_val, max_val;
+};
+
+// min(max(x, 0), 6)
+class ReLU6 : public Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    SiteScope at_caller = at_caller_site();
+    return relu6(x);
+  }
+  std::string type_name() const override { return "ReLU6"; }
+};
+
+// relu6(x + 3) / 6
+class Hardsigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    SiteScope at_caller = at_caller_site();
+    return hardsigmoid(x);
+  }
+  std::string type_name() const override { return "Hardsigmoid"; }
+};
+
+// x > threshold ? x : value
+class Threshold : public Module {
+ public:
+  Threshold(double threshold, double value) : threshold(threshold), value(value) {}
+  Tensor forward(const Tensor& x) override {
+    SiteScope at_caller = at_caller_site();
+    return reel::threshold(x, threshold, value);
+  }
+  std::string type_name() const override { return "Threshold"; }
+  std::string extra_repr() const override;
+  double threshold, value;
 };
 
 // softmax along dim (negative counts from the end): rows of exp(x) / sum exp(x)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <string_view>
 
 #include "layer_checks.h"
 
@@ -19,7 +20,8 @@ Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, C
   check_positive("Conv1d", "kernel_size", kernel_size);
   check_positive("Conv1d", "stride", opt.stride);
   check_positive("Conv1d", "dilation", opt.dilation);
-  check_nonnegative("Conv1d", "padding", opt.padding);
+  check_nonnegative("Conv1d", "padding", opt.padding.size);
+  check_padding_mode("Conv1d", opt.padding.mode, opt.stride == 1);
   check_groups("Conv1d", in_channels, out_channels, opt.groups);
   weight = empty({out_channels, in_channels / opt.groups, kernel_size});
   if (opt.bias) bias = empty({out_channels});
@@ -42,7 +44,8 @@ Tensor Conv1d::forward(const Tensor& x) {
 std::string Conv1d::extra_repr() const {
   std::string s = fmt::format("{}, {}, kernel_size=({},), stride=({},)", in_channels, out_channels, kernel_size,
                               options.stride);
-  if (options.padding) s += fmt::format(", padding=({},)", options.padding);
+  if (!options.padding.mode.empty()) s += fmt::format(", padding={}", options.padding.mode);
+  else if (options.padding.size) s += fmt::format(", padding=({},)", options.padding.size);
   if (options.dilation != 1) s += fmt::format(", dilation=({},)", options.dilation);
   if (options.groups != 1) s += fmt::format(", groups={}", options.groups);
   if (!bias.defined()) s += ", bias=False";
@@ -104,13 +107,20 @@ reel::Pool1dOptions pool1d_options(const char* layer, int64_t kernel, const Pool
   check_positive(layer, "kernel_size", kernel);
   check_nonnegative(layer, "stride", o.stride);
   check_nonnegative(layer, "padding", o.padding);
+  check_positive(layer, "dilation", o.dilation);
   if (2 * o.padding > kernel)
     throw Error(fmt::format("{}: padding {} must be at most half of kernel_size {}", layer, o.padding, kernel));
+  if (o.dilation != 1 && std::string_view(layer) != "MaxPool1d")
+    throw Error(fmt::format("{}: dilation is MaxPool1d's, got {}", layer, o.dilation));
   return {.kernel = kernel, .stride = o.stride == 0 ? kernel : o.stride, .padding = o.padding,
-          .count_include_pad = o.count_include_pad};
+          .count_include_pad = o.count_include_pad, .ceil_mode = o.ceil_mode, .dilation = o.dilation};
 }
 std::string pool1d_repr(int64_t kernel, const Pool1dOptions& o) {
-  return fmt::format("kernel_size={}, stride={}, padding={}", kernel, o.stride == 0 ? kernel : o.stride, o.padding);
+  std::string s =
+      fmt::format("kernel_size={}, stride={}, padding={}", kernel, o.stride == 0 ? kernel : o.stride, o.padding);
+  if (o.dilation != 1) s += fmt::format(", dilation={}", o.dilation);
+  if (o.ceil_mode) s += ", ceil_mode=True";
+  return s;
 }
 void check_pool_input(const char* layer, const Tensor& x) {
   if (x.dim() != 3) fail(layer, fmt::format("expected input [N, C, L], got {}", x.shape().str()), kNoSite);

@@ -20,7 +20,7 @@ namespace reel::nn {
 // weight [C_out, C_in / groups, k], bias [C_out]; init as Conv2d (fan_in = C_in/groups * k).
 struct Conv1dOptions {
   int64_t stride = 1;
-  int64_t padding = 0;
+  ConvPadding1 padding = 0;  // or "same" / "valid" (autograd/ops_everyday.h)
   int64_t dilation = 1;
   int64_t groups = 1;
   bool bias = true;
@@ -66,11 +66,14 @@ class ConvTranspose2d : public Module {
 };
 
 // Max / average pooling over windows of the last dim. x [N, C, L] -> [N, C, L_out],
-// L_out = (L + 2 padding - k) / stride + 1; stride 0 means the kernel size.
+// L_out = (L + 2 padding - dilation (k - 1) - 1) / stride + 1, rounded up with ceil_mode;
+// stride 0 means the kernel size.
 struct Pool1dOptions {
   int64_t stride = 0;
   int64_t padding = 0;
   bool count_include_pad = true;  // AvgPool1d only
+  bool ceil_mode = false;
+  int64_t dilation = 1;  // MaxPool1d only
 };
 class MaxPool1d : public Module {
  public:

@@ -1,6 +1,6 @@
 // nn::functional: the fused layer ops under the names PyTorch users look for. Thin
 // wrappers (the ops live in autograd/ops.h, with their backward rules): no state, the
-// caller's line reported on errors.
+// caller's line and the wrapper's name reported on errors.
 //
 //   namespace F = reel::nn::functional;
 //   Tensor y = F::conv2d_bias_relu(x, w, b, {.padding = {1, 1}});  // x [N, C, H, W], w [O, C/g, KH, KW], b [O]
@@ -12,16 +12,13 @@ namespace reel::nn::functional {
 
 // relu(conv2d(x, w) + b) in one op: on the GPU cuDNN's cudnnConvolutionBiasActivationForward,
 // on the CPU a oneDNN convolution with the bias and a ReLU post-op. b may be undefined (no bias).
-inline Tensor conv2d_bias_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, reel::Conv2dOptions opt = {},
-                               Site site = {}) {
-  return conv2d_relu(x, weight, bias, opt, site);
-}
+// (nn/functional.cpp: its own op, so its errors name it)
+Tensor conv2d_bias_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, reel::Conv2dOptions opt = {},
+                        Site site = {});
 
 // relu(x wᵀ + b) in one op: cuBLASLt's bias+ReLU epilogue on the GPU, oneDNN's
 // matmul with a ReLU post-op on the CPU. b may be undefined (no bias).
-inline Tensor linear_bias_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Site site = {}) {
-  return linear_relu(x, weight, bias, site);
-}
+Tensor linear_bias_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Site site = {});
 
 // The everyday ops (autograd/ops_everyday.h) under F:: as well, as PyTorch users spell
 // them: F::normalize(x), F::pad(x, {1, 1}), F::interpolate(x, {.scale_factor = {2}}).

@@ -33,6 +33,14 @@ inline void check_groups(const char* layer, int64_t in_channels, int64_t out_cha
     throw Error(fmt::format("{}: in_channels {} and out_channels {} must both be divisible by groups {}", layer,
                             in_channels, out_channels, groups));
 }
+// String padding as PyTorch's Conv modules check it when built: "same" or "valid", and
+// "same" with stride 1 only
+inline void check_padding_mode(const char* layer, const std::string& mode, bool unit_stride) {
+  if (mode.empty() || mode == "valid") return;
+  if (mode != "same")
+    throw Error(fmt::format("{}: padding must be \"same\", \"valid\" or amounts, got \"{}\"", layer, mode));
+  if (!unit_stride) throw Error(fmt::format("{}: padding \"same\" needs stride 1 (PyTorch's rule)", layer));
+}
 inline std::string pair_str(Size2 s) { return fmt::format("({}, {})", s.h, s.w); }
 inline const char* py_bool(bool b) { return b ? "True" : "False"; }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <string_view>
 #include <typeinfo>
 
 #include "../autograd/grad_mode.h"
@@ -52,6 +53,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Con
   check_positive("Conv2d", "stride", opt.stride);
   check_positive("Conv2d", "dilation", opt.dilation);
   check_nonnegative("Conv2d", "padding", opt.padding);
+  check_padding_mode("Conv2d", opt.padding.mode, opt.stride.h == 1 && opt.stride.w == 1);
   check_groups("Conv2d", in_channels, out_channels, opt.groups);
   weight = empty({out_channels, in_channels / opt.groups, kernel_size.h, kernel_size.w});
   if (opt.bias) bias = empty({out_channels});
@@ -90,7 +92,8 @@ Tensor Conv2d::forward_blocked(const Tensor& xb, Site site) {
 std::string Conv2d::extra_repr() const {
   std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels, pair_str(kernel_size),
                               pair_str(options.stride));
-  if (options.padding.h || options.padding.w) s += ", padding=" + pair_str(options.padding);
+  if (!options.padding.mode.empty()) s += ", padding=" + options.padding.mode;
+  else if (options.padding.h || options.padding.w) s += ", padding=" + pair_str(options.padding);
   if (options.dilation.h != 1 || options.dilation.w != 1) s += ", dilation=" + pair_str(options.dilation);
   if (options.groups != 1) s += fmt::format(", groups={}", options.groups);
   if (!bias.defined()) s += ", bias=False";
@@ -114,7 +117,24 @@ reel::Pool2dOptions pool_options(const char* layer, Size2 kernel, const Pool2dOp
   p.padding = o.padding;
   p.count_include_pad = o.count_include_pad;
   p.ceil_mode = o.ceil_mode;
+  check_positive(layer, "dilation", o.dilation);
+  const bool is_max = std::string_view(layer) == "MaxPool2d";
+  if (!is_max && (o.dilation.h != 1 || o.dilation.w != 1))
+    throw Error(fmt::format("{}: dilation is MaxPool2d's, got {}", layer, pair_str(o.dilation)));
+  if (o.divisor_override < 0 || (is_max && o.divisor_override))
+    throw Error(fmt::format("{}: divisor_override is AvgPool2d's, and positive (0: none); got {}", layer,
+                            o.divisor_override));
+  p.dilation = o.dilation;
+  p.divisor_override = o.divisor_override;
   return p;
+}
+// PyTorch's repr: dilation for max pooling, divisor_override for avg pooling when set
+std::string pool_extras(const Pool2dOptions& o) {
+  std::string s;
+  if (o.dilation.h != 1 || o.dilation.w != 1) s += ", dilation=" + pair_str(o.dilation);
+  if (o.ceil_mode) s += ", ceil_mode=True";
+  if (o.divisor_override) s += fmt::format(", divisor_override={}", o.divisor_override);
+  return s;
 }
 void check_pool_input(const char* layer, const Tensor& x) {
   if (x.defined() && x.dim() != 3 && x.dim() != 4)
@@ -138,7 +158,7 @@ PoolWithIndices MaxPool2d::forward_with_indices(const Tensor& x) {
 std::string MaxPool2d::extra_repr() const {
   Size2 stride = options.stride.h == 0 && options.stride.w == 0 ? kernel_size : options.stride;
   return fmt::format("kernel_size={}, stride={}, padding={}{}", pair_str(kernel_size), pair_str(stride),
-                     pair_str(options.padding), options.ceil_mode ? ", ceil_mode=True" : "");
+                     pair_str(options.padding), pool_extras(options));
 }
 
 AvgPool2d::AvgPool2d(Size2 kernel_size, Pool2dOptions opt) : kernel_size(kernel_size), options(opt) {
@@ -152,7 +172,7 @@ Tensor AvgPool2d::forward(const Tensor& x) {
 std::string AvgPool2d::extra_repr() const {
   Size2 stride = options.stride.h == 0 && options.stride.w == 0 ? kernel_size : options.stride;
   return fmt::format("kernel_size={}, stride={}, padding={}{}", pair_str(kernel_size), pair_str(stride),
-                     pair_str(options.padding), options.ceil_mode ? ", ceil_mode=True" : "");
+                     pair_str(options.padding), pool_extras(options));
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size(output_size) {

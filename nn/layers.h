@@ -45,7 +45,7 @@ class Linear : public Module {
 // weight [C_out, C_in / groups, kh, kw], bias [C_out]; init as Linear with fan_in = C_in/groups * kh * kw.
 struct Conv2dOptions {
   Size2 stride = 1;
-  Size2 padding = 0;
+  ConvPadding padding = 0;  // or "same" / "valid" (autograd/ops.h)
   Size2 dilation = 1;
   int64_t groups = 1;
   bool bias = true;
@@ -69,13 +69,15 @@ class Conv2d : public Module {
 };
 
 // Max / average pooling over windows. x [N, C, H, W] -> [N, C, H_out, W_out] (or unbatched
-// [C, H, W] -> [C, H_out, W_out]), H_out = (H + 2 padding - k) / stride + 1, rounded up with
-// ceil_mode. stride 0 means the kernel size (PyTorch's default).
+// [C, H, W] -> [C, H_out, W_out]), H_out = (H + 2 padding - dilation (k - 1) - 1) / stride + 1,
+// rounded up with ceil_mode. stride 0 means the kernel size (PyTorch's default).
 struct Pool2dOptions {
   Size2 stride = 0;
   Size2 padding = 0;
   bool count_include_pad = true;  // AvgPool2d only: padded zeros count in the average
   bool ceil_mode = false;
+  Size2 dilation = 1;  // MaxPool2d only
+  int64_t divisor_override = 0;  // AvgPool2d only: every window's sum divided by this (0: its count)
 };
 class MaxPool2d : public Module {
  public:

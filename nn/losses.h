@@ -51,7 +51,8 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, HuberOptions opt = 
 // input: log-probabilities. target t (probabilities): t (log t - input), 0 where t = 0;
 // log_target: e^t (t - input)
 Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions opt = {}, Site site = {});
-// input: probabilities in [0, 1]. -w (t log x + (1 - t) log(1 - x)), each log clamped
+// input: probabilities in [0, 1] (others refused on the CPU, as PyTorch; NaN on the GPU,
+// docs/cuda.md). -w (t log x + (1 - t) log(1 - x)), each log clamped
 // at -100 (as PyTorch, so a saturated prediction gives a finite loss)
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOptions opt = {}, Site site = {});
 // x1, x2 [N, D] (or [D]), y [N] (or []) of +1 / -1: 1 - cos(x1, x2) where y = 1,

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "backend.h"
 
@@ -96,7 +98,26 @@ std::string Site::str() const {
 namespace {
 thread_local Site tls_outer_site{nullptr, 0};
 thread_local bool tls_site_active = false;
+// The op the user called (autograd/op_support.h), and the ones saved by the scopes in
+// which user code runs (UserCode, Replace): there the next op is the user's again.
+thread_local const char* tls_user_op = nullptr;
+thread_local std::vector<const char*> tls_saved_user_ops;
+void save_user_op() {
+  tls_saved_user_ops.push_back(tls_user_op);
+  tls_user_op = nullptr;
+}
+void restore_user_op() {
+  tls_user_op = tls_saved_user_ops.back();
+  tls_saved_user_ops.pop_back();
+}
 }  // namespace
+
+bool enter_user_op(const char* op) {
+  if (tls_user_op) return false;
+  tls_user_op = op;
+  return true;
+}
+void leave_user_op() { tls_user_op = nullptr; }
 
 SiteScope::SiteScope(const Site& site) : owner_(!tls_site_active) {
   if (owner_) {
@@ -108,15 +129,18 @@ SiteScope::SiteScope(const Site& site, Replace)
     : owner_(false), replaced_(true), saved_active_(tls_site_active), saved_(tls_outer_site) {
   tls_outer_site = site;
   tls_site_active = true;
+  save_user_op();
 }
 SiteScope::SiteScope(UserCode)
     : owner_(false), replaced_(true), saved_active_(tls_site_active), saved_(tls_outer_site) {
   tls_site_active = false;
+  save_user_op();
 }
 SiteScope::~SiteScope() {
   if (replaced_) {
     tls_outer_site = saved_;
     tls_site_active = saved_active_;
+    restore_user_op();
   } else if (owner_) {
     tls_site_active = false;
   }
@@ -148,8 +172,12 @@ const ModulePath* ModulePath::intern(const ModulePath* parent, const std::string
   return slot.get();
 }
 
-void fail(const char* op, const std::string& message, const Site& site) {
+void fail(const char* op_in, const std::string& message_in, const Site& site) {
   Site where = SiteScope::current(site);
+  // An op that the user's op called complained: the error names the user's op first.
+  const bool inner = tls_user_op && std::strcmp(tls_user_op, op_in) != 0;
+  const char* op = inner ? tls_user_op : op_in;
+  std::string message = inner ? fmt::format("{}: {}", op_in, message_in) : message_in;
   std::string in = tls_module ? " in " + tls_module->str() : std::string();
   if (where.known()) throw Error(fmt::format("{}: {} (at {}{})", op, message, where.str(), in));
   if (tls_module) throw Error(fmt::format("{}: {} (in {})", op, message, tls_module->str()));
