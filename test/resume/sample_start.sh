@@ -54,6 +54,8 @@ if command -v mpirun > /dev/null && [ -x "$(dirname "$train")/train_fashion_mnis
   grep -q "2 ranks (data-parallel)" mpi.log || fail "mpirun -np 2 --distributed: $(cat mpi.log)"
   grep -q warning mpi.log && fail "mpirun --distributed warned: $(cat mpi.log)"
   [ -s dist/mlp.safetensors ] || fail "mpirun -np 2 --distributed wrote no weights"
+  [ -s dist/checkpoint.rank0.safetensors ] && [ -s dist/checkpoint.rank1.safetensors ] ||
+    fail "mpirun -np 2 --distributed: not one training state per rank: $(ls dist)"
   echo "mpirun -np 2 train_fashion_mnist --distributed: 2 ranks through train_fashion_mnist_distributed"
 fi
 cd / && rm -rf "$work"
