@@ -11,7 +11,7 @@
 # Usage: deb.sh BUILD_DIR WORK_DIR GENERATOR "PARTS" (PARTS: "onnx dist", those built)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=$1 work=$2 generator=$3 parts=$4
+build=$(realpath "$1") work=$2 generator=$3 parts=$4
 rm -rf "$work"
 mkdir -p "$work"
 (cd "$work" && cpack --config "$build/CPackConfig.cmake" -G DEB -B "$work/pkg" > cpack.log 2>&1) ||
@@ -23,7 +23,7 @@ declare -A pkg_of_so  # soname shipped by one of these packages -> package
 for deb in "$work"/pkg/*.deb; do
   name=$(dpkg-deb --field "$deb" Package)
   deb_of[$name]=$deb
-  dpkg -x "$deb" "$work/x/$name"
+  mkdir -p "$work/x/$name" && dpkg -x "$deb" "$work/x/$name"
   while read -r so; do pkg_of_so[$so]=$name; done < <(find "$work/x/$name" -name '*.so*' -printf '%f\n')
   echo "$name: $(basename "$deb") ($(du -h "$deb" | cut -f1)), Depends: $(dpkg-deb --field "$deb" Depends)"
 done
@@ -32,11 +32,14 @@ for p in $parts; do [ -n "${deb_of[reel-$p]:-}" ] || fail "no package reel-$p"; 
 
 # The package that provides a library this machine has: dpkg's owner of the file, or for the
 # CUDA toolkit's unpackaged libraries the name NVIDIA's apt repository gives the package.
+ldconfig -p > "$work/ldconfig.txt"
 owner_of() {
-  local so=$1 path
-  path=$(ldconfig -p | awk -v so="$so" '$1 == so {print $NF; exit}')
+  local so=$1 path owner
+  path=$(awk -v so="$so" '$1 == so {print $NF}' "$work/ldconfig.txt" | head -1)
   for f in "$path" "${path/#\/lib\//\/usr\/lib\/}" "${path/#\/usr\/lib\//\/lib\/}"; do
-    [ -n "$f" ] && dpkg -S "$f" 2> /dev/null | head -1 | cut -d: -f1 && return
+    [ -n "$f" ] || continue
+    owner=$(dpkg -S "$f" 2> /dev/null || true)
+    [ -n "$owner" ] && { echo "${owner%%:*}"; return; }
   done
   case $so in
     libcudart.so.*) echo "cuda-cudart-${so#libcudart.so.}-*" ;;
@@ -60,7 +63,7 @@ for name in "${!deb_of[@]}"; do
       fi
       [ "$want" = "?" ] && fail "$name: ${f#"$work"/x/} needs $so, which no package on this machine provides"
       # shellcheck disable=SC2053
-      hit=$(for d in $deps; do [[ $d == $want ]] && echo "$d"; done | head -1)
+      hit=$(for d in $deps; do if [[ $d == $want ]]; then echo "$d"; fi; done | head -1)
       [ -n "$hit" ] || fail "$name: ${f#"$work"/x/} needs $so (package $want), which Depends does not name: $deps"
       used+=" $hit"
     done
@@ -99,8 +102,10 @@ programs=("$work/cmake/app" "$work/app_pc")
 [[ " $parts " == *" dist "* ]] && programs+=("$work/cmake/ddp")
 run_all() {
   cd "$work"
+  local p trace
   for p in "${programs[@]}"; do
-    LD_DEBUG=libs LD_DEBUG_OUTPUT=$work/ld.$(basename "$p") LD_LIBRARY_PATH=$prefix/lib "$p" || exit 1
+    trace=$work/ld.${p##*/}
+    LD_DEBUG=libs LD_DEBUG_OUTPUT=$trace LD_LIBRARY_PATH=$prefix/lib "$p" || exit 1
   done
 }
 hidden=no

@@ -5,7 +5,7 @@
 # Usage: run.sh BUILD_DIR WORK_DIR GENERATOR "PARTS" (PARTS: "onnx dist", those built)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=$1 work=$2 generator=$3 parts=$4
+build=$(realpath "$1") work=$2 generator=$3 parts=$4
 rm -rf "$work"
 cmake --install "$build" --prefix "$work/prefix" > /dev/null
 "$here/project.sh" "$work/src" "$parts"

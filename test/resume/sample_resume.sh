@@ -7,7 +7,7 @@
 # Usage: sample_resume.sh TRAIN_FASHION_MNIST WORK_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-train=$1 work=$2
+train=$(realpath "$1") work=$2
 rm -rf "$work"
 mkdir -p "$work/data"
 python3 "$here/make_idx.py" "$work/data" 4096 512 || exit 1
@@ -43,7 +43,14 @@ start_run killed
 kill -KILL "$pid"
 wait "$pid" 2> /dev/null
 [ -e "$work/killed/mlp.safetensors" ] && fail "killed: the run had finished before the kill"
+cp -r "$work/killed" "$work/reseeded"
 resume killed
+# the comparison sees a continuation that differs: the same state resumed with another
+# shuffling seed (other batches from the kill on) must end elsewhere
+"$train" "${opts[@]}" --out "$work/reseeded" --resume --seed 2 > "$work/reseeded.log" 2>&1 ||
+  { cat "$work/reseeded.log"; fail "reseeded: the resumed run failed"; }
+cmp -s "$work/straight/mlp.safetensors" "$work/reseeded/mlp.safetensors" &&
+  fail "a resume with another seed gave the straight run's weights: the comparison cannot tell"
 
 start_run interrupted
 kill -INT "$pid"

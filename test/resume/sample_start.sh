@@ -10,7 +10,7 @@
 # Usage: sample_start.sh TRAIN_FASHION_MNIST EVALUATE_FASHION_MNIST WORK_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-train=$1 evaluate=$2 work=$3
+train=$(realpath "$1") evaluate=$(realpath "$2") work=$3
 rm -rf "$work"
 mkdir -p "$work/data"
 python3 "$here/make_idx.py" "$work/data" 512 128 || exit 1
@@ -30,7 +30,7 @@ for m in mlp cnn; do
 done
 for m in mlp cnn; do
   [ -s "out/$m/curves.csv" ] || fail "no out/$m/curves.csv"
-  [ "$(find "runs/train_fashion_mnist/$m" -name 'events.out.tfevents.*' | wc -l)" -eq 1 ] ||
+  [ "$(find "runs/train_fashion_mnist/$m" -maxdepth 1 -name 'events.out.tfevents.*' | wc -l)" -eq 1 ] ||
     fail "runs/train_fashion_mnist/$m: not one event file"
 done
 cmp -s out/mlp/curves.csv out/cnn/curves.csv && fail "the two models wrote the same curves"
