@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest package_deb: `cpack -G DEB` packs the build into its packages (reel, reel-dev,
-# reel-onnx, reel-dist; reel-cuda from a CUDA build). For every package, each NEEDED entry
+# reel-onnx, reel-dist; from a CUDA build also reel-cuda, and reel-dist-cuda with NCCL). For every package, each NEEDED entry
 # of each of its ELF files (objdump -p) must be a file of the package itself or of a
 # package in its Depends, and each Depends entry must be needed by some file. Then the CPU
 # packages, unpacked into a scratch root (dpkg -x: no root needed), serve the README's
@@ -19,12 +19,12 @@ mkdir -p "$work"
 
 fail() { echo "package_deb: $*"; exit 1; }
 declare -A deb_of   # package name -> .deb
-declare -A pkg_of_so  # soname shipped by one of these packages -> package
+declare -A pkg_of_so  # soname shipped by these packages -> the packages (reel and reel-cuda both ship libreel)
 for deb in "$work"/pkg/*.deb; do
   name=$(dpkg-deb --field "$deb" Package)
   deb_of[$name]=$deb
   mkdir -p "$work/x/$name" && dpkg -x "$deb" "$work/x/$name"
-  while read -r so; do pkg_of_so[$so]=$name; done < <(find "$work/x/$name" -name '*.so*' -printf '%f\n')
+  while read -r so; do pkg_of_so[$so]+=" $name"; done < <(find "$work/x/$name" -name '*.so*' -printf '%f\n')
   echo "$name: $(basename "$deb") ($(du -h "$deb" | cut -f1)), Depends: $(dpkg-deb --field "$deb" Depends)"
 done
 for p in reel reel-dev; do [ -n "${deb_of[$p]:-}" ] || fail "no package $p"; done
@@ -55,15 +55,10 @@ for name in "${!deb_of[@]}"; do
   while read -r f; do
     for so in $(objdump -p "$f" | awk '$1 == "NEEDED" {print $2}'); do
       [ -e "$(dirname "$f")/$so" ] && continue  # in this package
-      if [ -n "${pkg_of_so[$so]:-}" ]; then
-        want=${pkg_of_so[$so]}
-        [ "$want" = reel-cuda ] && want=reel  # reel-cuda provides reel
-      else
-        want=$(owner_of "$so")
-      fi
+      want=${pkg_of_so[$so]:-$(owner_of "$so")}
       [ "$want" = "?" ] && fail "$name: ${f#"$work"/x/} needs $so, which no package on this machine provides"
       # shellcheck disable=SC2053
-      hit=$(for d in $deps; do if [[ $d == $want ]]; then echo "$d"; fi; done | head -1)
+      hit=$(for d in $deps; do for w in $want; do if [[ $d == $w ]]; then echo "$d"; fi; done; done | head -1)
       [ -n "$hit" ] || fail "$name: ${f#"$work"/x/} needs $so (package $want), which Depends does not name: $deps"
       used+=" $hit"
     done
@@ -78,12 +73,17 @@ contents=$(dpkg-deb -c "${deb_of[reel-dev]}")
 for f in ./usr/include/reel/reel.h ./usr/lib/cmake/reel/reelConfig.cmake ./usr/lib/pkgconfig/reel.pc; do
   grep -q " $f\$" <<< "$contents" || fail "reel-dev lacks $f"
 done
-if [ -n "${deb_of[reel-cuda]:-}" ]; then
-  [ "$(dpkg-deb --field "${deb_of[reel-cuda]}" Provides)" = "reel (= $(dpkg-deb --field "${deb_of[reel]}" Version))" ] ||
-    fail "reel-cuda does not provide reel"
-fi
 objdump -p "$work/x/reel/usr/lib/libreel.so.0" | grep -E 'NEEDED.*(cuda|cublas|cudnn|nccl|mpi)' &&
   fail "the CPU package's libreel loads CUDA or MPI"
+if [[ " $parts " == *" dist "* ]]; then
+  objdump -p "$work/x/reel-dist/usr/lib/libreel_dist.so.0" | grep -E 'NEEDED.*(cuda|cublas|cudnn|nccl)' &&
+    fail "the package reel-dist's libreel_dist loads CUDA"
+fi
+for v in reel-cuda reel-dist-cuda; do
+  [ -z "${deb_of[$v]:-}" ] && continue
+  [ "$(dpkg-deb --field "${deb_of[$v]}" Provides)" = "${v%-cuda} (= $(dpkg-deb --field "${deb_of[reel]}" Version))" ] ||
+    fail "$v does not provide ${v%-cuda}"
+done
 
 # the CPU packages in one scratch root
 for p in reel reel-dev $(for q in $parts; do echo "reel-$q"; done); do dpkg -x "${deb_of[$p]}" "$work/root"; done
