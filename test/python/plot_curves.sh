@@ -26,3 +26,12 @@ echo "$title"
 [ "$title" = "out/mlp/curves.png: out/mlp: 3 epochs, test accuracy 100.00% (best 100.00%), test loss 0.0024" ] ||
   { echo "unexpected default title"; exit 1; }
 [ -s "$work/out/mlp/curves.png" ] || { echo "no out/mlp/curves.png"; exit 1; }
+# train_gpt's curves (losses per evaluation step, the unigram baseline, the schedule)
+mkdir -p "$work/runs/small"
+printf 'step,train_loss,val_loss,lr,unigram_baseline\n0,4.7,4.78,0.001,3.38\n100,2.7,2.71,0.0009,3.38\n600,2.3,2.31,0.0001,3.38\n' \
+  > "$work/runs/small/curves.csv"
+title=$(cd "$work" && /usr/bin/python3 "$here/../../scripts/plot_curves.py" runs/small/curves.csv)
+echo "$title"
+[ "$title" = "runs/small/curves.png: runs/small: 600 steps, validation loss 2.310 nats/char (best 2.310, unigram baseline 3.380)" ] ||
+  { echo "unexpected default title"; exit 1; }
+[ -s "$work/runs/small/curves.png" ] || { echo "no runs/small/curves.png"; exit 1; }
