@@ -7,10 +7,12 @@
 # - Under mpirun (a launcher's world of 2) without --distributed it warns; --distributed
 #   without mpirun refuses, saying how to start it; with mpirun -np 2 --distributed (where
 #   mpirun is installed) it trains on 2 ranks.
-# Usage: sample_start.sh TRAIN_FASHION_MNIST EVALUATE_FASHION_MNIST WORK_DIR
+# - train_gpt writes what the README says: curves.csv and gpt.safetensors under --out (on a
+#   small generated text, two steps).
+# Usage: sample_start.sh TRAIN_FASHION_MNIST EVALUATE_FASHION_MNIST TRAIN_GPT WORK_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-train=$(realpath "$1") evaluate=$(realpath "$2") work=$3
+train=$(realpath "$1") evaluate=$(realpath "$2") gpt=$(realpath "$3") work=$4
 rm -rf "$work"
 mkdir -p "$work/data"
 python3 "$here/make_idx.py" "$work/data" 512 128 || exit 1
@@ -58,4 +60,15 @@ if command -v mpirun > /dev/null && [ -x "$(dirname "$train")/train_fashion_mnis
     fail "mpirun -np 2 --distributed: not one training state per rank: $(ls dist)"
   echo "mpirun -np 2 train_fashion_mnist --distributed: 2 ranks through train_fashion_mnist_distributed"
 fi
+mkdir -p text
+python3 -c "
+import random
+r = random.Random(1)
+words = ['the', 'cat', 'sat', 'on', 'a', 'mat', 'and', 'dog', 'ran', 'far']
+print('\n'.join(' '.join(r.choice(words) for _ in range(12)) for _ in range(3000)))" > text/words
+"$gpt" --small --steps 2 --eval-interval 1 --eval-iters 1 --batch-size 4 --sample-chars 20 --data text --out gpt \
+  --logdir none > gpt.log 2>&1 || { cat gpt.log; fail "train_gpt failed"; }
+[ -s gpt/curves.csv ] && [ -s gpt/gpt.safetensors ] || fail "train_gpt wrote: $(ls gpt)"
+[ "$(head -1 gpt/curves.csv)" = "step,train_loss,val_loss,lr,unigram_baseline" ] || fail "train_gpt's curves.csv: $(head -1 gpt/curves.csv)"
+echo "train_gpt: wrote $(ls gpt | tr '\n' ' ')"
 cd / && rm -rf "$work"
