@@ -16,7 +16,9 @@ bench_w0_peak, bandwidth from W6 and W7). Last, bench/compile_time.sh.
 
 Raw results: the current run goes to bench/results/latest.jsonl, whose first line
 ({"meta": ...}) records the command, the machine, the commit and the time; the run
-before it is moved to bench/results/history/<its start time>.jsonl first.
+before it is moved to bench/results/history/<its start time>.jsonl first. Both stay out of git:
+the tree keeps one file per machine kind, bench/results/<machine>.jsonl, holding the runs behind
+bench/RESULTS.md's current table (copy a run's lines there when it replaces a row).
 A peer that is not installed (PyTorch for --python, the ref_*_libtorch programs,
 a reel program not built) is reported with the package to install and skipped.
 
