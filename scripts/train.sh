@@ -5,8 +5,9 @@
 #
 # It builds the CUDA backend only where it can run: when a GPU driver is installed
 # (libcuda.so.1 known to the loader), or when asked with REEL_CUDA=ON in the environment
-# (REEL_CUDA=OFF never builds it). An installed nvcc alone is not a reason: CUDA objects take
-# most of a build's time. CI (scripts/test.sh) builds the CUDA code wherever nvcc is found.
+# (REEL_CUDA=OFF never builds it). An installed nvcc alone is not a reason: without a driver
+# nothing could run what its objects take minutes to compile (README, "Build time").
+# CI (scripts/test.sh) builds the CUDA code wherever nvcc is found.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --data
