@@ -1,5 +1,6 @@
 // Loads a checkpoint written by train_fashion_mnist and prints its test accuracy.
 //
+//   evaluate_fashion_mnist --model cnn                     # reads out/cnn/cnn.safetensors
 //   evaluate_fashion_mnist --model cnn --out runs/cnn      # reads runs/cnn/cnn.safetensors
 //   evaluate_fashion_mnist --model mlp --checkpoint my.safetensors
 #include <reel/reel.h>
@@ -15,13 +16,15 @@ namespace {
 
 const char* kUsage =
     "usage: evaluate_fashion_mnist [--model mlp|cnn|resnet] [--out DIR | --checkpoint PATH] [--data DIR]\n"
-    "                              [--device cpu|cuda]\n";
+    "                              [--device cpu|cuda]\n"
+    "  --out: the training run's folder, read <out>/<model>.safetensors (default out/<model>)\n";
 
 int run(int argc, char** argv) {
   auto args = fashion::parse_args(argc, argv,
-                                  {{"model", "mlp"}, {"out", "out"}, {"checkpoint", ""},
+                                  {{"model", "mlp"}, {"out", ""}, {"checkpoint", ""},
                                    {"data", "/usr/share/datasets/fashion-mnist"}, {"device", "cpu"}},
                                   kUsage);
+  if (args["out"].empty()) args["out"] = "out/" + args["model"];  // train_fashion_mnist's default
   std::string checkpoint = args["checkpoint"].empty()
                                ? (std::filesystem::path(args["out"]) / (args["model"] + ".safetensors")).string()
                                : args["checkpoint"];

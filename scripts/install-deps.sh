@@ -15,6 +15,8 @@ pkgs=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev libfmt-dev catch2 zli
 pkgs+=(libopenmpi-dev openmpi-bin)
 # nn/models' test: torchvision writes the reference weights and outputs (test/models)
 pkgs+=(python3-torchvision)
+# scripts/plot_curves.py draws with matplotlib (the README's command, with Debian's python3)
+pkgs+=(python3-matplotlib)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist fortunes) ;;

@@ -20,7 +20,7 @@ def main():
     p.add_argument("csv", help="curves.csv of a sample run")
     p.add_argument("-o", "--output", help="image to write (default: curves.png beside the CSV); "
                    "the extension picks the format (png, svg, pdf)")
-    p.add_argument("--title", help="figure title (default: the run's folder name)")
+    p.add_argument("--title", help="figure title (default: the run's folder, e.g. out/cnn, and its last figures)")
     a = p.parse_args()
     try:
         import matplotlib
@@ -47,11 +47,24 @@ def main():
         ax.grid(True, alpha=0.3)
         ax.legend()
         ax.xaxis.get_major_locator().set_params(integer=True)
-    run = os.path.basename(os.path.dirname(os.path.abspath(a.csv)))
-    fig.suptitle(a.title or f"Training curves: {run}")
+    last = rows[-1]
+    fig.suptitle(a.title or f"{run_name(a.csv)}: {len(rows)} epochs, test accuracy {100 * float(last['test_accuracy']):.2f}%"
+                 f" (best {100 * max(col('test_accuracy')):.2f}%), test loss {float(last['test_loss']):.4f}")
+    save(fig, a)
+
+
+def run_name(csv_path):
+    """The run's folder as the user named it (out/cnn), or its last two parts."""
+    folder = os.path.dirname(os.path.normpath(csv_path)) or "."
+    if os.path.isabs(folder):
+        folder = os.path.join(*folder.split(os.sep)[-2:])
+    return folder
+
+
+def save(fig, a):
     out = a.output or os.path.join(os.path.dirname(a.csv) or ".", "curves.png")
     fig.savefig(out, dpi=110)
-    print(out)
+    print(f"{out}: {fig._suptitle.get_text()}")
 
 
 def plot_steps(plt, col, a):
@@ -69,11 +82,10 @@ def plot_steps(plt, col, a):
         ax.set_xlabel("step")
         ax.grid(True, alpha=0.3)
     loss.legend()
-    run = os.path.basename(os.path.dirname(os.path.abspath(a.csv)))
-    fig.suptitle(a.title or f"Training curves: {run}")
-    out = a.output or os.path.join(os.path.dirname(a.csv) or ".", "curves.png")
-    fig.savefig(out, dpi=110)
-    print(out)
+    vals = col("val_loss")
+    fig.suptitle(a.title or f"{run_name(a.csv)}: {int(steps[-1])} steps, validation loss {vals[-1]:.3f} nats/char "
+                 f"(best {min(vals):.3f}, unigram baseline {col('unigram_baseline')[-1]:.3f})")
+    save(fig, a)
 
 
 if __name__ == "__main__":

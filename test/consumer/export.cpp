@@ -1,4 +1,4 @@
-// Exports a small model with the installed libreel_onnx (target reel::onnx); exits 0 when
+// Exports a small model with the installed libreel_onnx (the README's target reel::onnx); exits 0 when
 // the file is written.
 #include <reel/onnx/export.h>
 #include <reel/reel.h>
