@@ -1,7 +1,7 @@
 // W10: ResNet-50 feature extraction, the DeepLearningFrameworks seed's "Avg time for 1000
 // images": nn::models::resnet50 in eval mode, no gradients, batch 32 of 224x224x3 images
 // (synthetic), forward to the 2048-d pooled vector (features()). Reports s per 1000 images
-// and ms per batch; floor: 8.18 GFLOP per image (torchvision's 4.09 G multiply-adds, x 2)
+// and ms per batch (--amp bf16|f16: under autocast); floor: 8.18 GFLOP per image (torchvision's 4.09 G multiply-adds, x 2)
 // over peak sgemm.
 #include "reel_bench.h"
 
@@ -16,7 +16,10 @@ int main(int argc, char** argv) {
   net->eval();
   Tensor x = randn({B, 3, 224, 224}, {.device = t.device});
   NoGradGuard no_grad;
-  auto batch = [&] { return net->features(x); };
+  auto batch = [&] {
+    auto amp = t.autocast();  // --amp bf16|f16
+    return net->features(x);
+  };
   batch().sum().item<float>();  // warm-up: oneDNN's primitives created
   std::vector<double> per_1000, batch_ms;
   for (int rep = 0; rep < args.reps; ++rep) {

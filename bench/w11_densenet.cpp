@@ -1,6 +1,6 @@
 // W11: DenseNet-121 training step, the DeepLearningFrameworks seed's DenseNet row:
 // nn::models::densenet121 (1000 classes), batch 16 of 224x224x3 (synthetic), cross-entropy,
-// SGD lr 0.01 momentum 0.9. Reports ms per step and the process's peak resident memory
+// SGD lr 0.01 momentum 0.9 (--amp bf16|f16: the forward under autocast). Reports ms per step and the process's peak resident memory
 // (VmHWM, MB: the same measure as the PyTorch peer's). Floor: 3 x 2.87 G multiply-adds x 2
 // per image (forward, and backward's two products) over peak sgemm.
 #include <fstream>
@@ -30,7 +30,11 @@ int main(int argc, char** argv) {
   Tensor x = randn({B, 3, 224, 224}, {.device = t.device});
   Tensor y = randint(0, 1000, {B}, {.dtype = DType::i64, .device = t.device});
   auto step = [&] {
-    Tensor loss = cross_entropy((*net)(x), y);
+    Tensor loss;
+    {
+      auto amp = t.autocast();  // --amp bf16|f16
+      loss = cross_entropy((*net)(x), y);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();

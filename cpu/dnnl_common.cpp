@@ -1,6 +1,8 @@
 // oneDNN engine, streams, descriptors and scratch memory for the CPU kernels.
 #include "dnnl_common.h"
 
+#include "isa.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +17,20 @@ dnnl::engine& dnnl_engine() {
 dnnl::stream& dnnl_stream() {
   thread_local dnnl::stream stream(dnnl_engine());
   return stream;
+}
+
+// cpu_isa values are bit sets: an ISA has every bit of the ones below it
+bool isa_has(dnnl::cpu_isa want) {
+  auto have = unsigned(dnnl::get_effective_cpu_isa()), w = unsigned(want);
+  return (have & w) == w;
+}
+bool bf16_products_native() {
+  static const bool yes = isa_has(dnnl::cpu_isa::avx512_core_bf16);
+  return yes;
+}
+bool amx_available() {
+  static const bool yes = isa_has(dnnl::cpu_isa::avx512_core_amx);
+  return yes;
 }
 
 bool dnnl_strides_ok(const int64_t* shape, const int64_t* strides, int n) {

@@ -3,11 +3,14 @@
 // f32 gradients for f32 parameters, the native bf16 kernels against the f32 kernels on
 // converted inputs, and the vector conversions against the scalar ones.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
 #include <string>
+
+#include <reel/cpu/isa.h>
 
 #include "gradcheck.h"
 #include "low_precision_check.h"
@@ -420,4 +423,35 @@ TEST_CASE("large f32 -> bf16 conversions (streamed out) match the scalar ones", 
   for (size_t i = 0; i < fast.size(); ++i) differ += fast[i] != slow[i];
   CHECK(differ == 0);
   CHECK(fast[4] == 0x7fc0);  // the NaN, canonical
+}
+
+// The ctest autocast_bf16_fallback runs this with ONEDNN_MAX_CPU_ISA=AVX512_CORE (oneDNN's
+// kernels as on a CPU without AVX512-BF16): the products must then stay f32, bitwise the
+// f32 ones. Run plainly, it checks the native side on this CPU.
+TEST_CASE("CPU autocast computes bf16 products in f32 where the CPU has no bf16 kernels", "[autocast_fallback]") {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  bool capped = cap && (std::string(cap) == "AVX512_CORE" || std::string(cap) == "AVX2");
+  if (capped) CHECK_FALSE(cpu::bf16_products_native());
+  manual_seed(11);
+  Tensor x = randn({64, 96}), w = randn({48, 96}), b = randn({48}), img = randn({2, 3, 12, 12}), k = randn({8, 3, 3, 3});
+  Tensor y32 = linear(x, w, b), c32 = conv2d(img, k, {}, {.padding = {1, 1}});
+  AutocastGuard amp({.dtype = DType::bf16});
+  Tensor y = linear(x, w, b), c = conv2d(img, k, {}, {.padding = {1, 1}});
+  Tensor mixed = linear(x.to(DType::bf16), w, b);  // a bf16 input meets f32 weights
+  if (cpu::bf16_products_native()) {
+    CHECK(y.dtype() == DType::bf16);
+    CHECK(c.dtype() == DType::bf16);
+    CHECK(mixed.dtype() == DType::bf16);
+    CHECK(rel_error(y, y32) < 1.6e-2);
+  } else {
+    CHECK(y.dtype() == DType::f32);
+    CHECK(c.dtype() == DType::f32);
+    CHECK(mixed.dtype() == DType::f32);
+    CHECK(equal(y, y32));
+    CHECK(equal(c, c32));
+  }
+  // the other lists are untouched: softmax still f32, f16 autocast still f16
+  CHECK(softmax(y, 1).dtype() == DType::f32);
+  AutocastGuard half({.dtype = DType::f16});
+  CHECK(linear(x, w, b).dtype() == DType::f16);
 }
