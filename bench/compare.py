@@ -74,7 +74,11 @@ W13 = ("bench_w13_ddp", "bench/reference/w13_ddp_pytorch.py")
 MPI_ENV = {"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # the workloads that take --amp (issue 19), with their metric and the targets against
 # reel's own f32 time and against PyTorch's torch.autocast time (None: reported only)
-AMP_WORKLOADS = {"W3": ("epoch_s", None, None), "W4": ("step_ms", 0.6, 0.5), "W8": ("step_ms", 0.6, 0.5)}
+# (issue 34: with AMX, W4 <= 0.35 of f32 and <= 0.5 of torch.autocast, W8 <= 0.4, W10 <= 0.35,
+# W11 <= 0.5; on AVX512-BF16 without AMX W4 and W8 <= 0.6: amp_targets picks by the CPU's flags)
+AMP_WORKLOADS = {"W3": ("epoch_s", None, None), "W4": ("step_ms", 0.6, 0.5), "W8": ("step_ms", 0.6, 0.5),
+                 "W10": ("s_per_1000_images", None, None), "W11": ("step_ms", None, None)}
+AMP_TARGETS_AMX = {"W4": (0.35, 0.5), "W8": (0.4, 0.5), "W10": (0.35, None), "W11": (0.5, None)}
 W14_OPS = ("exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "erf", "softplus", "silu")
 
 # Floating-point work of one training step (forward, weight gradients, input
@@ -276,9 +280,14 @@ def table(recs):
             floor_row(f"W14 {op}_{way}_ms vs floor", pooled(recs, "W14", "reel", f"{op}_{way}_ms", "default"),
                       pooled(recs, "W14", "reel", f"floor_{way}_ms", "default"), 1.5)
     # mixed precision: reel's autocast run against its own f32 run and against PyTorch's autocast run
+    if "bf16_features" not in RUN_META:  # a run from before issue 34: this machine's
+        RUN_META["cpu"], RUN_META["bf16_features"] = cpu_info()
+    amx = "amx_bf16" in RUN_META["bf16_features"]
     for dt in ("bf16", "f16"):
         env = f"amp-{dt}"
         for wl, (metric, own, peer) in AMP_WORKLOADS.items():
+            if dt == "bf16" and amx and wl in AMP_TARGETS_AMX:
+                own, peer = AMP_TARGETS_AMX[wl]
             amp = pooled(recs, wl, "reel", metric, env)
             f32 = pooled(recs, wl, "reel", metric, "default")
             torch_amp = pooled(recs, wl, "pytorch", metric, env)
@@ -301,6 +310,8 @@ def table(recs):
     if c_reel and c_torch:
         rows.append(("compile_s", c_reel, "libtorch", c_torch, c_reel / c_torch, "<= 0.1", c_reel / c_torch <= 0.1))
     print()
+    print(f"CPU: {RUN_META.get('cpu') or 'unknown'}; bf16 features: "
+          f"{' '.join(RUN_META.get('bf16_features') or []) or 'none (autocast bf16 runs in f32)'}")
     if gflops:
         print(f"peak sgemm (oneDNN, reel::matmul 2048^3): {gflops:.1f} GFLOP/s")
     if gbs:
@@ -342,10 +353,34 @@ def missing(what, why, fix):
     print(f"missing peer: {what}: {why}\n  to get it: {fix}\n  carrying on without it", file=sys.stderr)
 
 
+# the run's meta line (write_meta, or the last one load_records read): the results header
+RUN_META = {}
+
+
 def load_records(path):
     with open(path) as f:
         recs = [json.loads(line) for line in f if line.strip()]
+    for r in recs:
+        if "meta" in r:
+            RUN_META.update(r["meta"])
     return [r for r in recs if "meta" not in r]
+
+
+def cpu_info():
+    """The CPU's model name and which of its flags serve bf16 products (issue 34's targets
+    differ for AMX and AVX512-BF16-only CPUs)."""
+    name, flags = "", []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and not name:
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    have = set(line.split(":", 1)[1].split())
+                    flags = [x for x in ("amx_bf16", "amx_tile", "avx512_bf16") if x in have]
+    except OSError:
+        pass
+    return name, flags
 
 
 def rotate_latest(jsonl):
@@ -376,19 +411,16 @@ def write_meta(jsonl, a):
             return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             return ""
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
-    except OSError:
-        pass
+    cpu, bf16 = cpu_info()
     meta = {"started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": " ".join(["bench/compare.py"] + sys.argv[1:]),
-            "commit": out(["git", "rev-parse", "--short", "HEAD"]), "cpu": cpu, "cores": os.cpu_count(),
+            "commit": out(["git", "rev-parse", "--short", "HEAD"]), "cpu": cpu, "bf16_features": bf16,
+            "cores": os.cpu_count(),
             "kernel": platform.release(), "python": a.python or "/usr/bin/python3", "device": a.device}
     os.makedirs(os.path.dirname(jsonl), exist_ok=True)
     with open(jsonl, "a") as f:
         f.write(json.dumps({"meta": meta}) + "\n")
+    RUN_META.update(meta)
 
 
 def main():
@@ -407,7 +439,7 @@ def main():
     p.add_argument("--python", default="", help="the Python with PyTorch (default: /usr/bin/python3 on the CPU, "
                    "python3 from PATH on a GPU)")
     p.add_argument("--amp", default="", choices=["", "bf16", "f16"],
-                   help="W3, W4, W8 also with the forward under autocast in that dtype: reel --amp and "
+                   help="W3, W4, W8, W10, W11 also with the forward under autocast in that dtype: reel --amp and "
                         "PyTorch's torch.autocast, tagged env amp-<dtype>")
     p.add_argument("--no-torch-compile", action="store_true",
                    help="skip the torch.compile runs (GPU; on the CPU W12's, run when --python is given)")

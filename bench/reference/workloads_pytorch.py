@@ -411,12 +411,14 @@ def w10(c):
     net.fc = nn.Identity()  # the pooled vector
     x = torch.randn(B, 3, 224, 224, device=dev)
     with torch.no_grad():
-        float(net(x).sum())
+        with c.amp():
+            float(net(x).sum())
         per_1000, ms = [], []
         for _ in range(c.a.reps):
             t0 = time.perf_counter()
             for _ in range(batches):
-                f = net(x)
+                with c.amp():
+                    f = net(x)
             float(f.sum())
             s = time.perf_counter() - t0
             per_1000.append(s / (batches * B) * 1000)
@@ -438,7 +440,8 @@ def w11(c):
     y = torch.randint(0, 1000, (B,), device=dev)
 
     def step():
-        loss = F.cross_entropy(net(x), y)
+        with c.amp():
+            loss = F.cross_entropy(net(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -643,13 +646,13 @@ def main():
     p.add_argument("--buffers", type=int, default=24)
     p.add_argument("--compile", action="store_true", help="torch.compile the model (W1-W4, W8, W12)")
     p.add_argument("--amp", default="", choices=["", "bf16", "f16"],
-                   help="the forward under torch.autocast in that dtype (W3, W4, W8)")
+                   help="the forward under torch.autocast in that dtype (W3, W4, W8, W10, W11)")
     p.add_argument("--sdpa-only", type=int, default=0, help="W12: only the attention op, not the GPT step")
     a = p.parse_args()
     if a.compile and a.workload in ("w5", "w6", "w7", "w14"):
         sys.exit(f"--compile: {a.workload} has no model to compile")
-    if a.amp and a.workload not in ("w3", "w4", "w8"):
-        sys.exit(f"--amp: only W3, W4 and W8 take it, not {a.workload}")
+    if a.amp and a.workload not in ("w3", "w4", "w8", "w10", "w11"):
+        sys.exit(f"--amp: only W3, W4, W8, W10 and W11 take it, not {a.workload}")
     globals()[a.workload](Ctx(a))
 
 
