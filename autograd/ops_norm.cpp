@@ -187,9 +187,11 @@ struct NormReluInputs {
 NormReluInputs norm_relu_inputs(const OpScope& op, const std::vector<Tensor>& xs_in, const Tensor& weight,
                                 const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
                                 bool training, double eps) {
-  check_joinable(op, xs_in, 1);
+  // cast before checking: under autocast a DenseNet's pieces mix f32 (the stem's
+  // pooled output) and bf16 (the layers' convolutions), and all of them compute in f32
   NormReluInputs r;
   for (const Tensor& t : xs_in) r.xs.push_back(autocast_f32(t));
+  check_joinable(op, r.xs, 1);
   r.weight = autocast_f32(weight), r.bias = autocast_f32(bias);
   const Tensor& x0 = r.xs[0];
   check_floating(op, x0, "the input");

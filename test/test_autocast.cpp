@@ -455,3 +455,20 @@ TEST_CASE("CPU autocast computes bf16 products in f32 where the CPU has no bf16 
   AutocastGuard half({.dtype = DType::f16});
   CHECK(linear(x, w, b).dtype() == DType::f16);
 }
+
+TEST_CASE("autocast: batch_norm_relu joins f32 and bf16 pieces in f32 (a DenseNet's features)", "[autocast]") {
+  manual_seed(12);
+  Tensor a = randn({4, 3, 5, 5}), b = rounded(randn({4, 2, 5, 5}), DType::bf16);
+  Tensor w = rand({5}), bias = randn({5});
+  Tensor want = relu(batch_norm(cat({a, b}, 1), w, bias, Tensor(), Tensor(), true));
+  Tensor got;
+  {
+    AutocastGuard amp({.dtype = DType::bf16});
+    got = batch_norm_relu({a, b.to(DType::bf16)}, w, bias, Tensor(), Tensor(), true);
+  }
+  CHECK(got.dtype() == DType::f32);
+  CHECK(rel_error(got, want) < 1e-5);
+  // outside autocast mixed pieces are still refused
+  CHECK_THROWS_WITH(batch_norm_relu({a, b.to(DType::bf16)}, w, bias, Tensor(), Tensor(), true),
+                    Catch::Matchers::Contains("expected one dtype"));
+}
