@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "../cpu/isa.h"
+#include "../tensor/backend.h"
 #include "../tensor/error.h"
 #include "op_support.h"
 
@@ -30,11 +30,11 @@ thread_local AutocastState tls_autocast;
 
 int slot(DeviceType d) { return d == DeviceType::CUDA ? 1 : 0; }
 
-// bf16 on a CPU without AVX512-BF16 or AMX: oneDNN would emulate the products, slower
-// than f32, so they compute in f32 (bf16 inputs converted up, outputs f32); said once
-// per process.
-bool cpu_bf16_falls_back(const Tensor& t, DType to) {
-  if (to != DType::bf16 || t.device().type != DeviceType::CPU || cpu::bf16_products_native()) return false;
+// A dtype the device's backend would emulate (bf16 on a CPU without AVX512-BF16 or AMX:
+// slower than f32): the products compute in f32 (inputs converted up, outputs f32); said
+// once per process.
+bool products_fall_back(const Tensor& t, DType to) {
+  if (backend_for(t.device()).native_products(to)) return false;
   static std::atomic<bool> told{false};
   if (!told.exchange(true))
     std::fputs("reel autocast: this CPU has neither AVX512-BF16 nor AMX; bf16 products run in f32\n", stderr);
@@ -71,7 +71,7 @@ bool autocast_active(const Tensor& t) {
 Tensor autocast_lower(const Tensor& t) {
   if (!autocast_active(t) || !t.is_floating_point() || t.dtype() == DType::f64) return t;
   DType to = tls_autocast.dtype[slot(t.device().type)];
-  if (cpu_bf16_falls_back(t, to)) to = DType::f32;
+  if (products_fall_back(t, to)) to = DType::f32;
   if (t.dtype() == to) return t;
   bool cacheable = t.is_leaf() && t.requires_grad();
   if (cacheable) {

@@ -18,6 +18,7 @@
 
 #include "cpu_backend.h"
 #include "dnnl_common.h"
+#include "isa.h"
 #include "../tensor/parallel.h"
 #include "loops.h"
 
@@ -507,6 +508,8 @@ void CpuBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, cons
                              {0, 2, 3});
   }
 }
+
+bool CpuBackend::native_products(DType dtype) const { return dtype != DType::bf16 || bf16_products_native(); }
 
 int64_t CpuBackend::conv2d_channel_block(DType dtype) const {
   // oneDNN's AVX-512 kernels (Winograd among them) read nChw16c; AVX2's read nChw8c, but

@@ -167,6 +167,11 @@ class Backend {
   // (then the ops hand this backend plain tensors only).
   virtual int64_t conv2d_channel_block(DType) const { return 0; }
 
+  // Whether this backend's matrix products and convolutions in `dtype` run on native
+  // instructions; where they do not (bf16 on a CPU without AVX512-BF16 or AMX, which oneDNN
+  // emulates slower than f32), autocast keeps those products in f32.
+  virtual bool native_products(DType) const { return true; }
+
   // ---- pooling, NCHW; indices (i64, flat h*W+w within a plane) only for max
   virtual void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) = 0;
   virtual void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) = 0;
