@@ -21,6 +21,7 @@
 
 #include "elementwise.cuh"
 #include "internal/graph.h"
+#include "internal/launch_geometry.h"
 
 namespace reel::cuda {
 namespace {
@@ -193,7 +194,7 @@ template <typename T>
 void launch(Context& ctx, const OptimStep& step, const Table<T>& table) {
   int64_t chunks = table.first_chunk[table.count];
   if (chunks == 0) return;
-  unsigned grid = unsigned(std::min<int64_t>(chunks, int64_t(ctx.sm_count) * 8));
+  unsigned grid = unsigned(geometry::optim_grid(chunks, ctx.sm_count));
   Hyper<T> h = hyper<T>(step);
   const Hyper<T>* hdev = nullptr;
   if (CaptureState* cs = active_capture(ctx)) hdev = static_cast<const Hyper<T>*>(capture_step<T>(*cs, step, table));
