@@ -410,7 +410,7 @@ TEST_CASE("uniform_ and normal_ on strided and empty GPU tensors give the CPU's 
     manual_seed(43);
     fill(g.t());
     fill(g.slice(1, 0, 9, 3));
-    CHECK(cuda_test::close(g.cpu(), c, 1e-6, 1e-6) == "");  // normal_: logf/cosf may differ in the last bits
+    CHECK(cuda_test::close(g.cpu(), c, 1e-5, 1e-6) == "");  // normal_: logf/cosf may differ in the last bits
     manual_seed(43);
     fill(empty({0, 4}, {.device = kGpu}));
     fill(empty({4, 0}, {.device = kGpu}).t());
