@@ -25,7 +25,7 @@
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
 # the benchmark JSON lines). Exit 0 when every step passed; 3 when there is no GPU.
 # Environment: GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
-# W1,W3,W4,W6,W7,W12), OUT.
+# W1,W3,W4,W6,W7,W8), OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=${REEL_ROOT:-$(dirname "$pack")}
@@ -233,7 +233,7 @@ step sample_gpt 45 "$samples/train_gpt" --small --device cuda --steps 200 --eval
 rem=$(left)
 if ((rem > 30)); then
   step compare $((rem - 10)) python3 "$root/bench/compare.py" --device cuda --build "$work/build" --python python3 \
-    --rounds 1 --reps 1 --no-compile --no-torch-compile --only "${BENCH_ONLY:-W1,W3,W4,W6,W7,W12}" \
+    --rounds 1 --reps 1 --no-compile --no-torch-compile --only "${BENCH_ONLY:-W1,W3,W4,W6,W7,W8}" \
     --json "$logs/bench.jsonl"
   sed -n '/^GPU: /,$p' "$logs/compare.log" > "$logs/bench_table.txt"
   [[ -s "$logs/bench_table.txt" ]] || tail -30 "$logs/compare.log" > "$logs/bench_table.txt"
