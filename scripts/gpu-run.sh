@@ -122,7 +122,7 @@ for r in dict.fromkeys(os.path.realpath(r) for r in roots if os.path.isdir(r)):
         if os.path.isdir(os.path.join(r, sub)):
             print(os.path.join(r, sub))' 2> /dev/null)
   done
-  dirs+=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu)
+  dirs+=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu)
   local lib d found
   for lib in libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libcudart.so.13; do
     found=""

@@ -109,7 +109,8 @@ TEST_CASE("grid-stride launches have at least one block, a bounded grid, and 32-
       }
   CHECK(geo::grid_for(0, 256, 1, 132, 2048) == 1);  // an empty launch still has a valid grid
   CHECK_FALSE(geo::u32_loop_safe(int64_t(1) << 31, 1, 256));
-  CHECK_FALSE(geo::u32_loop_safe(geo::kU32Items, int64_t(1) << 23, 256));  // 2^31 threads: i would wrap
+  CHECK(geo::u32_loop_safe(geo::kU32Items, int64_t(1) << 23, 256));         // i + 2^31 stays below 2^32
+  CHECK_FALSE(geo::u32_loop_safe(geo::kU32Items, int64_t(1) << 24, 256));  // 2^32 threads: i would wrap
   for (int sms : kSms)
     for (int64_t chunks : kSizes) {
       int64_t grid = geo::optim_grid(chunks, sms);
