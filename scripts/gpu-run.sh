@@ -33,6 +33,7 @@ work=${GPU_RUN_WORK:-/tmp/reel-gpu-run}
 out=${OUT:-$pack/out}
 budget=${GPU_RUN_BUDGET:-290}
 logs=$work/logs
+export pack work logs  # read by the functions that step runs in a child shell
 rm -rf "$work"
 mkdir -p "$work/prefix" "$work/build" "$work/data" "$logs" "$out"
 summary=$out/summary.txt
@@ -56,7 +57,11 @@ step() {
   fi
   echo "[gpu-run $((SECONDS - t0))s] $name (limit ${limit}s): $*"
   local s=$SECONDS
-  timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1
+  if declare -F "$1" > /dev/null; then  # a function of this script: timeout runs programs only
+    timeout -k 5 "$limit" bash -c "$(declare -f "$1"); $1" > "$logs/$name.log" 2>&1
+  else
+    timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1
+  fi
   local rc=$?
   local took=$((SECONDS - s))
   if [[ $rc -eq 0 ]]; then note "PASS    $name (${took}s)"
@@ -69,10 +74,10 @@ finish() {
   {
     echo "---- failures, first lines of each failing log"
     for f in "$logs"/*.log; do
-      grep -qE "FAILED|ERROR SUMMARY: [1-9]|^========= (Invalid|Race|Barrier|Error|Uninitialized|Program hit)|not found$" "$f" ||
-        continue
+      grep -qE "FAILED|ERROR SUMMARY: [1-9]|^========= (Invalid|Race|Barrier|Error|Uninitialized|Program hit)|=> not found" \
+        "$f" || continue
       echo "-- $(basename "$f")"
-      grep -E "FAILED|with expansion|^  \"|ERROR SUMMARY|^========= (Invalid|Race|Barrier|Error|Uninitialized|Program hit)|at .* in [a-z_]*\.cu|not found$" \
+      grep -E "FAILED|with expansion|^  \"|ERROR SUMMARY|^========= (Invalid|Race|Barrier|Error|Uninitialized|Program hit)|at .* in [a-z_]*\.cu|=> not found" \
         "$f" | head -12
     done
     echo "---- versions"
@@ -132,25 +137,24 @@ for r in dict.fromkeys(os.path.realpath(r) for r in roots if os.path.isdir(r)):
     echo "$lib ${found:-NOT-FOUND}"
   done
 }
-find_libs > "$logs/libraries.log" 2>&1
+find_libs > "$work/found_libs.txt" 2>&1
 lib_path="$prefix_lib:$work/build/lib"
 while read -r lib dir; do
   [[ "$dir" == NOT-FOUND ]] && continue
   [[ ":$lib_path:" == *":$dir:"* ]] || lib_path="$lib_path:$dir"
-done < "$logs/libraries.log"
+done < "$work/found_libs.txt"
 export LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-programs=("$work"/build/test/cuda/reel_cuda_tests "$work"/build/samples/* "$work"/build/bench/* "$work"/build/lib/*)
 check_libraries() {
-  cat "$logs/libraries.log"
+  cat "$work/found_libs.txt"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   local p missing=0
-  for p in "${programs[@]}"; do
+  for p in "$work"/build/test/cuda/reel_cuda_tests "$work"/build/samples/* "$work"/build/bench/* "$work"/build/lib/*; do
     if ldd "$p" | grep "not found"; then
       echo "$p: a library is missing"
       missing=1
     fi
   done
-  ! grep -q NOT-FOUND "$logs/libraries.log" && ((missing == 0))
+  ! grep -q NOT-FOUND "$work/found_libs.txt" && ((missing == 0))
 }
 step libraries 30 check_libraries
 
@@ -176,8 +180,8 @@ versions > "$logs/versions.log" 2>&1
 cat "$logs/versions.log"
 note "PASS    versions"
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L 2> /dev/null | grep -q "^GPU "; then
-  note "SKIP    gpu: no GPU on this machine (nvidia-smi: $(nvidia-smi -L 2>&1 | head -1 || echo 'not found')); the" \
-    "check stops before its first GPU call"
+  seen=$(command -v nvidia-smi > /dev/null && nvidia-smi -L 2>&1 | head -1 || echo "no nvidia-smi")
+  note "SKIP    gpu: no GPU on this machine ($seen); the check stops before its first GPU call"
   status=3
   finish
 fi
