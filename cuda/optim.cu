@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kThreads)
 void launch_unscale(Context& ctx, const AmpTable& table, float* found_inf, const float* inv_scale) {
   int64_t chunks = table.first_chunk[table.count];
   if (chunks == 0) return;
-  unsigned grid = unsigned(std::min<int64_t>(chunks, int64_t(ctx.sm_count) * 8));
+  unsigned grid = unsigned(geometry::optim_grid(chunks, ctx.sm_count));  // the optimizer's chunked tables
   amp_unscale_kernel<<<grid, kThreads, 0, ctx.stream>>>(table, found_inf, inv_scale);
   check_launch("amp_unscale");
 }
