@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check, step 2 of 2, on the GPU machine: runs what scripts/gpu-pack.sh packed,
-# in at most GPU_RUN_BUDGET seconds (default 290), every step under `timeout`. Copied into
+# in at most GPU_RUN_BUDGET seconds (default 300), every step under `timeout`. Copied into
 # the pack as run.sh; run it from the repository root (bench/compare.py is read there):
 #   bash gpu-pack/run.sh
 # With the device tool: carry ["gpu-pack"], command "bash gpu-pack/run.sh", timeout_s 420.
@@ -31,7 +31,7 @@ pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=${REEL_ROOT:-$(dirname "$pack")}
 work=${GPU_RUN_WORK:-/tmp/reel-gpu-run}
 out=${OUT:-$pack/out}
-budget=${GPU_RUN_BUDGET:-290}
+budget=${GPU_RUN_BUDGET:-300}
 logs=$work/logs
 export pack work logs  # read by the functions that step runs in a child shell
 rm -rf "$work"
