@@ -93,6 +93,19 @@ void spread_nan_rows(const Tensor& out, const Layout& l) {
   }
 }
 
+// oneDNN's f32 backward gives finite or infinite values in a row whose forward output is NaN
+// (a row holding +inf: -inf at the inf for log_softmax); PyTorch's formulas (y (g - sum g y),
+// g - e^y sum g) make every element of such a row NaN. The row's y is all NaN or NaN-free
+// (spread_nan_rows), so its first element tells.
+void nan_rows_of_y(const Tensor& gx, const Tensor& y, const Layout& l) {
+  const float* Y = static_cast<const float*>(y.data_ptr());
+  float* G = static_cast<float*>(gx.data_ptr());
+#pragma omp parallel for schedule(static) if (l.outer * l.n >= kParallelGrain)
+  for (int64_t r = 0; r < l.outer; ++r)
+    if (l.n && Y[r * l.n] != Y[r * l.n])
+      std::fill(G + r * l.n, G + (r + 1) * l.n, std::numeric_limits<float>::quiet_NaN());
+}
+
 // Rows [outer, n], softmax along n: the max, then e^(x - max) and its sum in one
 // vectorised pass; log_softmax takes one accurate log per row.
 template <typename T>
@@ -234,6 +247,7 @@ void CpuBackend::softmax_backward(const Tensor& gx, const Tensor& gy, const Tens
                                    {DNNL_ARG_DIFF_DST, memory_of(p.md, gd)},
                                    {DNNL_ARG_DIFF_SRC, memory_of(p.md, gx)}});
     dnnl_stream().wait();
+    nan_rows_of_y(gx, yd, l);
     return;
   }
   dispatch_float(y.dtype(), "softmax", [&]<typename T>() {

@@ -35,9 +35,10 @@ namespace {
 // Adam's f32 loop in AVX2 intrinsics: under -fmath-errno GCC keeps std::sqrt scalar
 // (a vsqrtss and an errno branch per element, so the loop is not vectorised) and no
 // function attribute or pragma lifts that. Scalar Adam ran at 2.4x its memory floor.
-// The operation order is the scalar loop's as GCC compiles it (with its FMA
-// contractions); the scalar loop remains for the tail, f64 and other targets (see the
-// include of <immintrin.h> above).
+// The scalar loop below does the same operations, fused where this one fuses (std::fma;
+// the file is compiled with -ffp-contract=off, so nothing else is fused): it remains for
+// the tail, f64 and other targets, and cuda/optim.cu does the same, so every device and
+// path rounds alike (see the include of <immintrin.h> above).
 template <typename T>
 struct Ptrs {
   T* p;
@@ -47,7 +48,12 @@ struct Ptrs {
   T* s3;
 };
 
-// p -= lr d, d = (g + wd p) through momentum b (and nesterov)
+// p -= lr d, d = (g + wd p) through momentum b (and nesterov). PyTorch's ops one for one:
+// each add with alpha (d.add(p, alpha=wd), buf.mul_(mom).add_(d, alpha=1 - damp),
+// d.add(buf, alpha=mom), p.add_(d, alpha=-lr)) is one fused multiply-add in ATen's
+// vectorised CPU kernel and in nvcc's contraction of its CUDA kernel; written as std::fma
+// here and fma() in cuda/optim.cu (this file is compiled with -ffp-contract=off), the two
+// devices give the same bits.
 template <typename T>
 void sgd(const OptimStep& s, Ptrs<T> x, int64_t n) {
   const T wd = T(s.weight_decay), mom = T(s.momentum), damp1 = T(1 - s.dampening), neg_lr = T(-s.lr);
@@ -59,8 +65,8 @@ void sgd(const OptimStep& s, Ptrs<T> x, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       T d = sign * g[i];
-      if (s.weight_decay != 0) d = d + wd * p[i];
-      p[i] = p[i] + neg_lr * d;
+      if (s.weight_decay != 0) d = std::fma(p[i], wd, d);
+      p[i] = std::fma(d, neg_lr, p[i]);
     }
     return;
   }
@@ -68,11 +74,11 @@ void sgd(const OptimStep& s, Ptrs<T> x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     T d = sign * g[i];
-    if (s.weight_decay != 0) d = d + wd * p[i];
-    T buf = first ? d : b[i] * mom + damp1 * d;
+    if (s.weight_decay != 0) d = std::fma(p[i], wd, d);
+    T buf = first ? d : std::fma(d, damp1, b[i] * mom);
     b[i] = buf;
-    d = nesterov ? d + mom * buf : buf;
-    p[i] = p[i] + neg_lr * d;
+    d = nesterov ? std::fma(buf, mom, d) : buf;
+    p[i] = std::fma(d, neg_lr, p[i]);
   }
 }
 
@@ -113,17 +119,18 @@ void adam_loop(const OptimStep& s, Ptrs<T> x, int64_t n) {
     }
   }
 #endif
+  // the AVX2 loop's operations (and cuda/optim.cu's), fused where it fuses
   for (; i < n; ++i) {
     T pi = p[i];
     if constexpr (kDecoupledWd) pi = pi * decay;
     T d = sign * g[i];
-    if constexpr (kCoupledWd) d = d + wd * pi;
-    T mi = m[i] * b1 + one_b1 * d;
-    T vi = v[i] * b2 + one_b2 * (d * d);
+    if constexpr (kCoupledWd) d = std::fma(wd, pi, d);
+    T mi = std::fma(m[i], b1, one_b1 * d);
+    T vi = std::fma(v[i], b2, one_b2 * (d * d));
     m[i] = mi;
     v[i] = vi;
-    T denom = std::sqrt(vi) * inv_bc2_sqrt + eps;
-    p[i] = pi + neg_step * (mi / denom);
+    T denom = std::fma(std::sqrt(vi), inv_bc2_sqrt, eps);
+    p[i] = std::fma(neg_step, mi / denom, pi);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "internal/context.h"
 #include "internal/decide.h"
+#include "internal/launch_geometry.h"
 #include "internal/graph.h"
 #include "cuda.h"
 
@@ -185,11 +186,7 @@ void Context::raise_fault(const char* op) {
 }
 
 unsigned Context::grid_for(int64_t n, int threads, int per_thread) const {
-  int64_t per_block = int64_t(threads) * per_thread;
-  int64_t blocks = (n + per_block - 1) / per_block;
-  // Enough resident blocks to fill every SM twice over; a grid-stride loop covers the rest.
-  int64_t cap = int64_t(sm_count) * std::max(1, max_threads_per_sm / threads) * 2;
-  return unsigned(std::max<int64_t>(1, std::min(blocks, cap)));
+  return unsigned(geometry::grid_for(n, threads, per_thread, sm_count, max_threads_per_sm));
 }
 
 void fail_cuda(const char* op, cudaError_t e, const char* what) {

@@ -24,10 +24,11 @@
 #include <utility>
 
 #include "internal/backend.h"
+#include "internal/launch_geometry.h"
 
 namespace reel::cuda {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = geometry::kBlockThreads;
 
 // ---- dtype dispatch (host): fn.template operator()<T>() with T the device type of t
 template <typename Fn>

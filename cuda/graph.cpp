@@ -269,6 +269,17 @@ void Graph::replay() {
   // Stream-ordered before the launch, so a replay still queued keeps its own values.
   for (const CapturedOptim& o : st.cs->optims)
     write_captured_optim(ctx, o, o.t0 > 0 ? o.t0 + st.replays : o.t0, st.lr);
+  // The allocations the last replay left live are freed here, in stream order, rather than
+  // by AutoFreeOnLaunch: the launch re-makes them at the same addresses either way, but
+  // the graph may hand an address to a scratch buffer before the allocation that holds it
+  // at the end (the forward's batch-norm sums before a bias gradient, in the first GPU
+  // run), and compute-sanitizer, which sees this free and not the implicit one, then
+  // measured the scratch writes against the old, smaller allocation. The flag stays as a
+  // net.
+  if (st.cs->launched) {
+    std::lock_guard<std::mutex> lock(ctx.graph_mu);
+    for (const auto& held : st.cs->persistent) check(cudaFreeAsync(held.first, ctx.stream), op, "cudaFreeAsync");
+  }
   check(cudaGraphLaunch(st.exec, ctx.stream), op, "cudaGraphLaunch");
   {
     std::lock_guard<std::mutex> lock(ctx.graph_mu);

@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "internal/allocator.h"
+#include "internal/launch_geometry.h"
 #include "elementwise.cuh"
 
 namespace reel::cuda {
@@ -110,31 +111,18 @@ __global__ void __launch_bounds__(kThreads) bn_sums_cols(BnSums a, double2* part
 }
 
 // Launches the channel sums; returns the partial buffer [splits, C] and the split count.
+// The grid and the buffer come from one geometry::bn_sums (internal/launch_geometry.h).
 template <typename T>
 int bn_sums(Context& ctx, const BnSums& a, std::optional<DeviceBuffer>& partial) {
-  int64_t total = a.n * a.s;
-  int64_t want = int64_t(ctx.sm_count) * 4;
-  if (a.s == 1) {
-    int64_t blocks = (a.c + 31) / 32;
-    int64_t splits = std::clamp<int64_t>((want + blocks - 1) / blocks, 1, std::max<int64_t>(1, a.n / 64));
-    splits = std::min<int64_t>(splits, 1024);
-    int64_t chunk = (a.n + splits - 1) / splits;
-    splits = std::max<int64_t>(1, (a.n + chunk - 1) / chunk);
-    partial.emplace(ctx, size_t(splits * a.c) * sizeof(double2));
-    bn_sums_cols<T><<<dim3{unsigned(blocks), unsigned(splits), 1u}, kThreads, 0, ctx.stream>>>(
-        a, partial->as<double2>(), chunk);
-    check_launch("batch_norm");
-    return int(splits);
-  }
-  int64_t splits = std::clamp<int64_t>((want + a.c - 1) / a.c, 1, std::max<int64_t>(1, total / (kThreads * 8)));
-  splits = std::min<int64_t>(splits, 1024);
-  int64_t chunk = (total + splits - 1) / splits;
-  splits = std::max<int64_t>(1, (total + chunk - 1) / chunk);
-  partial.emplace(ctx, size_t(splits * a.c) * sizeof(double2));
-  bn_sums_planes<T><<<dim3{unsigned(a.c), unsigned(splits), 1u}, kThreads, 0, ctx.stream>>>(
-      a, partial->as<double2>(), chunk);
+  geometry::SplitGrid g = geometry::bn_sums(a.n, a.c, a.s, ctx.sm_count);
+  partial.emplace(ctx, size_t(g.partial_elems()) * sizeof(double2));
+  dim3 grid{unsigned(g.blocks), unsigned(g.splits), 1u};
+  if (a.s == 1)
+    bn_sums_cols<T><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
+  else
+    bn_sums_planes<T><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
   check_launch("batch_norm");
-  return int(splits);
+  return int(g.splits);
 }
 
 struct BnParams {
@@ -444,16 +432,12 @@ void CudaBackend::layer_norm_backward(const Tensor& gx, const Tensor& gw, const 
       check_launch("layer_norm_backward");
     }
     if ((gw.defined() && gw.numel()) || (gb.defined() && gb.numel())) {
-      int64_t blocks = (D + 31) / 32, want = int64_t(c.sm_count) * 4;
-      int64_t splits = std::clamp<int64_t>((want + blocks - 1) / blocks, 1, std::max<int64_t>(1, rows / 64));
-      splits = std::min<int64_t>(splits, 1024);
-      int64_t chunk = (rows + splits - 1) / splits;
-      splits = (rows + chunk - 1) / chunk;
-      DeviceBuffer partial(c, size_t(splits * D) * sizeof(double2));
-      ln_backward_wb<T><<<dim3{unsigned(blocks), unsigned(splits), 1u}, kThreads, 0, c.stream>>>(
-          gyp, xp, cp<T>(mean), cp<T>(invstd), partial.as<double2>(), rows, D, chunk);
+      geometry::SplitGrid g = geometry::ln_weight_grads(rows, D, c.sm_count);
+      DeviceBuffer partial(c, size_t(g.partial_elems()) * sizeof(double2));
+      ln_backward_wb<T><<<dim3{unsigned(g.blocks), unsigned(g.splits), 1u}, kThreads, 0, c.stream>>>(
+          gyp, xp, cp<T>(mean), cp<T>(invstd), partial.as<double2>(), rows, D, g.chunk);
       check_launch("layer_norm_backward");
-      ln_wb_finalize<T><<<c.grid_for(D, kThreads), kThreads, 0, c.stream>>>(partial.as<double2>(), int(splits), D,
+      ln_wb_finalize<T><<<c.grid_for(D, kThreads), kThreads, 0, c.stream>>>(partial.as<double2>(), int(g.splits), D,
                                                                             mp<T>(gw), mp<T>(gb));
       check_launch("layer_norm_backward");
     }

@@ -7,10 +7,11 @@
 // never waits. Each tensor is cut into chunks of kChunk elements; blocks take chunks in
 // a grid-stride loop and find a chunk's tensor by binary search in the table's prefix
 // sums. More parameters than one table holds take more launches.
-// Arithmetic: the CPU's expressions (cpu/optim.cpp, PyTorch's single-tensor rules) in the
-// parameter's dtype, and this file is compiled without FMA contraction (--fmad=false,
-// see CMakeLists.txt) so the GPU rounds each step as the CPU's scalar code does (the
-// CPU's AVX2 f32 Adam loop fuses multiply-adds: there the two may differ in the last bit).
+// Arithmetic: the CPU's operations (cpu/optim.cpp, PyTorch's single-tensor rules) in the
+// parameter's dtype. Both files are compiled without FMA contraction (--fmad=false here,
+// -ffp-contract=off there) and fuse exactly where they write fma: SGD's adds with alpha
+// (as ATen's kernels fuse them), Adam's as the CPU's AVX2 loop. IEEE sqrt and division on
+// both sides, so the two devices give the same bits (test_cuda_ops.cpp checks that).
 // Launch shape: 256 threads, 4 elements per thread per pass of a chunk.
 // Floor: memory bandwidth. Adam moves 28 bytes per f32 parameter, SGD with momentum 20.
 #include <cmath>
@@ -20,6 +21,7 @@
 
 #include "elementwise.cuh"
 #include "internal/graph.h"
+#include "internal/launch_geometry.h"
 
 namespace reel::cuda {
 namespace {
@@ -79,26 +81,26 @@ Hyper<T> hyper(const OptimStep& s) {
 template <OptimStep::Kind K, typename T>
 __device__ __forceinline__ void update(const Hyper<T>& h, T* __restrict__ p, const T* __restrict__ g,
                                        T* __restrict__ s1, T* __restrict__ s2, T* __restrict__ s3, int64_t i) {
-  if constexpr (K == OptimStep::sgd) {
+  if constexpr (K == OptimStep::sgd) {  // PyTorch's adds with alpha, each one fma (cpu/optim.cpp)
     T d = h.sign * g[i];
-    if (h.has_wd) d = d + h.wd * p[i];
+    if (h.has_wd) d = fma(p[i], h.wd, d);
     if (h.has_mom) {
-      T buf = h.first ? d : s1[i] * h.mom + h.damp1 * d;
+      T buf = h.first ? d : fma(d, h.damp1, s1[i] * h.mom);
       s1[i] = buf;
-      d = h.nesterov ? d + h.mom * buf : buf;
+      d = h.nesterov ? fma(buf, h.mom, d) : buf;
     }
-    p[i] = p[i] + h.neg_lr * d;
-  } else if constexpr (K == OptimStep::adam) {  // and AdamW (decoupled decay)
+    p[i] = fma(d, h.neg_lr, p[i]);
+  } else if constexpr (K == OptimStep::adam) {  // and AdamW (decoupled decay); the CPU's AVX2 loop
     T pi = p[i];
     if (h.decoupled_wd) pi = pi * h.decay;
     T d = h.sign * g[i];
-    if (h.coupled_wd) d = d + h.wd * pi;
-    T mi = s1[i] * h.b1 + h.one_b1 * d;
-    T vi = s2[i] * h.b2 + h.one_b2 * (d * d);
+    if (h.coupled_wd) d = fma(h.wd, pi, d);
+    T mi = fma(s1[i], h.b1, h.one_b1 * d);
+    T vi = fma(s2[i], h.b2, h.one_b2 * (d * d));
     s1[i] = mi;
     s2[i] = vi;
-    T denom = sqrt(vi) * h.inv_bc2_sqrt + h.eps;
-    p[i] = pi + h.neg_step * (mi / denom);
+    T denom = fma(sqrt(vi), h.inv_bc2_sqrt, h.eps);
+    p[i] = fma(h.neg_step, mi / denom, pi);
   } else if constexpr (K == OptimStep::adamax) {
     T d = h.sign * g[i];
     if (h.has_wd) d = d + h.wd * p[i];
@@ -192,7 +194,7 @@ template <typename T>
 void launch(Context& ctx, const OptimStep& step, const Table<T>& table) {
   int64_t chunks = table.first_chunk[table.count];
   if (chunks == 0) return;
-  unsigned grid = unsigned(std::min<int64_t>(chunks, int64_t(ctx.sm_count) * 8));
+  unsigned grid = unsigned(geometry::optim_grid(chunks, ctx.sm_count));
   Hyper<T> h = hyper<T>(step);
   const Hyper<T>* hdev = nullptr;
   if (CaptureState* cs = active_capture(ctx)) hdev = static_cast<const Hyper<T>*>(capture_step<T>(*cs, step, table));
@@ -385,7 +387,7 @@ __global__ void __launch_bounds__(kThreads)
 void launch_unscale(Context& ctx, const AmpTable& table, float* found_inf, const float* inv_scale) {
   int64_t chunks = table.first_chunk[table.count];
   if (chunks == 0) return;
-  unsigned grid = unsigned(std::min<int64_t>(chunks, int64_t(ctx.sm_count) * 8));
+  unsigned grid = unsigned(geometry::optim_grid(chunks, ctx.sm_count));  // the optimizer's chunked tables
   amp_unscale_kernel<<<grid, kThreads, 0, ctx.stream>>>(table, found_inf, inv_scale);
   check_launch("amp_unscale");
 }

@@ -33,6 +33,7 @@
 #include <optional>
 
 #include "internal/allocator.h"
+#include "internal/launch_geometry.h"
 #include "internal/arg_reduce.h"
 #include "elementwise.cuh"
 
@@ -329,20 +330,16 @@ void reduce_typed(Context& ctx, const Tensor& out, const Tensor& x, const std::v
     }
   }
 
-  // Split groups across blocks only when the outputs alone cannot fill the GPU.
-  int64_t blocks = s.columns ? (s.outputs + 31) / 32 : (s.outputs + kWarps - 1) / kWarps;
-  int64_t want = int64_t(ctx.sm_count) * std::max(1, ctx.max_threads_per_sm / kThreads) * 2;
-  int64_t per_split_min = s.columns ? kWarps * 16 : 32 * 16;  // keep every thread busy for 16 loads
-  int64_t splits = std::clamp<int64_t>((want + blocks - 1) / blocks, 1, std::max<int64_t>(1, s.count / per_split_min));
-  splits = std::min<int64_t>(splits, 65535);
-  int64_t chunk = (s.count + splits - 1) / splits;
-  splits = (s.count + chunk - 1) / chunk;
-  std::optional<DeviceBuffer> partial;
-  if (splits > 1) partial.emplace(ctx, size_t(splits * s.outputs) * sizeof(Acc));
-  Acc* pp = partial ? partial->as<Acc>() : nullptr;
-  dim3 grid{unsigned(blocks), unsigned(splits), 1u};
-  if (blocks > int64_t(std::numeric_limits<int>::max()))
+  // Split groups across blocks only when the outputs alone cannot fill the GPU; each split
+  // keeps every thread busy for 16 loads (internal/launch_geometry.h).
+  geometry::SplitGrid g = geometry::reduce_split(s.outputs, s.count, s.columns, ctx.sm_count, ctx.max_threads_per_sm);
+  int64_t splits = g.splits, chunk = g.chunk;
+  if (g.blocks > geometry::kGridXMax)
     throw Error("reduce: " + std::to_string(s.outputs) + " outputs are more than one launch covers");
+  std::optional<DeviceBuffer> partial;
+  if (splits > 1) partial.emplace(ctx, size_t(g.partial_elems()) * sizeof(Acc));
+  Acc* pp = partial ? partial->as<Acc>() : nullptr;
+  dim3 grid{unsigned(g.blocks), unsigned(splits), 1u};
   if (s.columns)
     reduce_cols<T, Out, R><<<grid, kThreads, 0, ctx.stream>>>(xp, op, pp, s.kept, s.red, s.outputs, s.count, chunk);
   else

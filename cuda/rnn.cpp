@@ -20,6 +20,7 @@
 
 #include "internal/allocator.h"
 #include "internal/backend.h"
+#include "internal/decide.h"
 #include "internal/graph.h"
 #include "cuda.h"
 
@@ -99,7 +100,7 @@ RnnPlan& plan_for(Context& ctx, RnnState& st, const RnnParams& p, DType dtype) {
   check_dnn(cudnnSetRNNDescriptor_v8(pl.rnn, CUDNN_RNN_ALGO_STANDARD, cell,
                                      p.bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS, CUDNN_UNIDIRECTIONAL,
                                      CUDNN_LINEAR_INPUT, type, type,
-                                     tf32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_DEFAULT_MATH,
+                                     decide::float_math(dtype == DType::f32, tf32),
                                      to_int(p.I, "input size"), to_int(p.H, "hidden size"), to_int(p.H, "hidden size"),
                                      1, st.dropout, CUDNN_RNN_PADDED_IO_DISABLED),
             kOp, "cudnnSetRNNDescriptor_v8");

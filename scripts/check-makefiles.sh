@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-make}
-opts=(-DREEL_BUILD_BENCH=OFF -DREEL_BUILD_SAMPLES=OFF)
+opts=(-DREEL_BUILD_BENCH=OFF -DREEL_BUILD_SAMPLES=OFF -DREEL_WERROR=ON)
 cmake -S . -B "$build" -G "Unix Makefiles" "${opts[@]}"
 cmake --build "$build" -j "$(nproc)" --target reel
 if grep -q '^REEL_CUDA:BOOL=ON' "$build/CMakeCache.txt"; then

@@ -310,11 +310,25 @@ Generator& default_generator() {
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
+namespace {
+// The backends fill dense memory in element order. A strided view takes the numbers of a
+// dense tensor of its shape (element i in row-major order gets number i, on every
+// device), copied in; an empty tensor takes none.
+template <typename Fill>
+void fill_random(Tensor& t, const Fill& fill) {
+  if (t.numel() == 0) return;
+  if (t.is_contiguous()) return fill(t);
+  Tensor dense = make_tensor(t.shape(), t.dtype(), t.device(), "random fill", Site{nullptr, 0});
+  fill(dense);
+  backend_for(t.device()).copy(t, dense);
+}
+}  // namespace
+
 Tensor& uniform_(Tensor& t, double low, double high, Generator& gen, Site site) {
   if (!t.is_floating_point())
     fail("uniform_", fmt::format("expected a floating-point tensor, got {}", dtype_name(t.dtype())), site);
   uint64_t off = gen.take(t.device(), philox::uniform_blocks(uint64_t(t.numel())));
-  backend_for(t.device()).fill_uniform(t, low, high, gen.seed(), off);
+  fill_random(t, [&](const Tensor& d) { backend_for(d.device()).fill_uniform(d, low, high, gen.seed(), off); });
   t.storage()->bump_version();
   return t;
 }
@@ -326,7 +340,7 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator& gen, Site site) {
   if (!t.is_floating_point())
     fail("normal_", fmt::format("expected a floating-point tensor, got {}", dtype_name(t.dtype())), site);
   uint64_t off = gen.take(t.device(), philox::normal_blocks(uint64_t(t.numel())));
-  backend_for(t.device()).fill_normal(t, mean, std, gen.seed(), off);
+  fill_random(t, [&](const Tensor& d) { backend_for(d.device()).fill_normal(d, mean, std, gen.seed(), off); });
   t.storage()->bump_version();
   return t;
 }

@@ -139,6 +139,15 @@ TEST_CASE("cuDNN descriptors refuse tensors of 2^31 elements or more, saying how
   CHECK(decide::descriptor_problem("output", 0, 64, 8, 8) == "");
 }
 
+TEST_CASE("float32 cuDNN RNNs and convolutions forbid TF32 unless it is allowed", "[cuda][rules][rnn]") {
+  // CUDNN_DEFAULT_MATH would let cuDNN take TF32 tensor cores for float32 (the 2e-4..1e-3
+  // RNN differences of the first GPU run): only FMA math keeps float32 rounding
+  CHECK(decide::float_math(true, false) == CUDNN_FMA_MATH);
+  CHECK(decide::float_math(true, true) == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+  CHECK(decide::float_math(false, false) == CUDNN_DEFAULT_MATH);  // float64
+  CHECK(decide::float_math(false, true) == CUDNN_DEFAULT_MATH);
+}
+
 TEST_CASE("REEL_CUDA_SYNC is on when set to anything but empty or 0", "[cuda][rules][sync]") {
   CHECK_FALSE(decide::sync_mode_from_env(nullptr));
   CHECK_FALSE(decide::sync_mode_from_env(""));

@@ -222,3 +222,34 @@ TEST_CASE("philox_words gives generate()'s blocks on every vector ISA", "[random
   }
   set_vector_isa(before);
 }
+
+TEST_CASE("uniform_ and normal_ fill strided views and empty tensors as dense ones", "[random][edge]") {
+  for (bool normal : {false, true}) {
+    INFO((normal ? "normal_" : "uniform_"));
+    auto fill = [&](Tensor t) {
+      if (normal) normal_(t, 0.5, 2.0);
+      else uniform_(t, -1.0, 3.0);
+    };
+    Tensor dense = empty({5, 7});
+    manual_seed(41);
+    fill(dense);
+    // a transposed view [7, 5]: element i in row-major order takes number i, as a dense [7, 5]
+    Tensor base = zeros({5, 7}), view = base.t();
+    REQUIRE_FALSE(view.is_contiguous());
+    manual_seed(41);
+    fill(view);
+    CHECK(view.contiguous().to_vector<float>() == dense.reshape({7, 5}).to_vector<float>());
+    // every second column of [4, 10]: the others stay 0
+    Tensor wide = zeros({4, 10}), cols = wide.slice(1, 0, 10, 2);
+    manual_seed(41);
+    fill(cols);
+    CHECK(cols.contiguous().to_vector<float>() == dense.reshape({-1}).slice(0, 0, 20).to_vector<float>());
+    CHECK(wide.slice(1, 1, 10, 2).abs().sum().item<float>() == 0.0f);
+    // empty, also as a strided view: nothing drawn, the generator stays where it was
+    manual_seed(41);
+    GeneratorState before = default_generator().get_state();
+    fill(empty({0, 3}));
+    fill(empty({3, 0}).t());
+    CHECK(default_generator().get_state() == before);
+  }
+}

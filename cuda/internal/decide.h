@@ -101,6 +101,16 @@ inline bool fused_conv_refused(cudnnStatus_t status) {
   return category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM;
 }
 
+// ---- cuDNN math types for float32 and float64 (conv and RNN)
+// CUDNN_DEFAULT_MATH lets cuDNN round float32 operands to TF32 on Ampere and newer (its
+// documentation: only CUDNN_FMA_MATH forbids it), which put the RNNs 2e-4 to 1e-3 away
+// from the CPU. TF32 off (reel's default, cuda::set_allow_tf32): FMA math, as PyTorch
+// with torch.backends.cudnn.allow_tf32 = False. float64 has no tensor-core path to forbid.
+inline cudnnMathType_t float_math(bool f32, bool tf32) {
+  if (!f32) return CUDNN_DEFAULT_MATH;
+  return tf32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH;
+}
+
 // ---- cuDNN's algorithm search
 // The workspace the search may take: the largest any candidate wants, at most `cap` and
 // half of what is free. Free counts the device's free memory and what the pool holds

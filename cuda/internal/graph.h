@@ -4,9 +4,11 @@
 //
 // Memory (the rule Graph's documentation states):
 //   - cudaMallocAsync during capture makes an allocation node: its address is fixed for
-//     the graph's life. The graph is instantiated with AutoFreeOnLaunch, so an allocation
-//     the capture did not free (a gradient, the loss) is freed and made again, at the same
-//     address, at every replay: the tensors holding it see each replay's values.
+//     the graph's life. An allocation the capture did not free (a gradient, the loss) is
+//     freed by replay() before each launch after the first (cudaFreeAsync; AutoFreeOnLaunch
+//     would do the same unseen by compute-sanitizer) and made again, at the same address,
+//     by the launch: the tensors holding it see each replay's values. Within a replay its
+//     memory may serve as another op's scratch before the op that fills it runs.
 //   - A tensor made during capture whose owner dies while the graph lives is not freed
 //     (cudaFreeAsync of a live graph allocation would race the next replay's re-creation):
 //     the graph frees it when it is destroyed.

@@ -395,3 +395,30 @@ TEST_CASE("uniform_ and normal_ over a range give the CPU's floats (no FMA contr
     CHECK(cuda_test::close(ng.cpu(), nc, 1e-5, 1e-6) == "");  // logf/cosf may differ in the last bits
   }
 }
+
+TEST_CASE("uniform_ and normal_ on strided and empty GPU tensors give the CPU's numbers", "[cuda][random][edge]") {
+  for (bool normal : {false, true}) {
+    INFO((normal ? "normal_" : "uniform_"));
+    auto fill = [&](Tensor t) {
+      if (normal) normal_(t, 0.5, 2.0);
+      else uniform_(t, -1.0, 3.0);
+    };
+    Tensor c = zeros({6, 9}), g = zeros({6, 9}, {.device = kGpu});
+    manual_seed(43);
+    fill(c.t());
+    fill(c.slice(1, 0, 9, 3));
+    manual_seed(43);
+    fill(g.t());
+    fill(g.slice(1, 0, 9, 3));
+    CHECK(cuda_test::close(g.cpu(), c, 1e-5, 1e-6) == "");  // normal_: logf/cosf may differ in the last bits
+    manual_seed(43);
+    fill(empty({0, 4}, {.device = kGpu}));
+    fill(empty({4, 0}, {.device = kGpu}).t());
+    Tensor after_empty = empty({8}, {.device = kGpu});
+    fill(after_empty);
+    manual_seed(43);
+    Tensor fresh = empty({8}, {.device = kGpu});
+    fill(fresh);
+    CHECK(cuda_test::close(after_empty.cpu(), fresh.cpu(), 0, 0) == "");  // the empty fills drew nothing
+  }
+}

@@ -79,7 +79,7 @@ TEST_CASE("binary ops match the CPU, broadcast and strided", "[cuda][elementwise
     CHECK_SAME_ON_GPU([&](const V& v) { return op(v[0].transpose(0, 2), v[1]); }, {a, leaf({6, 5, 1}, 0.5, 2)});
   }
   CHECK_SAME_ON_GPU([](const V& v) { return where(v[0] > v[1], v[0], v[1] * 2.0); }, {a, b});
-  CHECK_SAME_ON_GPU([](const V& v) { return (v[0] == v[0].t().t()).to(DType::f32) + (v[0] < v[1]).to(DType::f32); },
+  CHECK_SAME_ON_GPU([](const V& v) { return (v[0] == v[0].transpose(0, 2).transpose(0, 2)).to(DType::f32) + (v[0] < v[1]).to(DType::f32); },
                     {a, b});
   CHECK_SAME_ON_GPU([](const V& v) { return logical_and(v[0] > 0.0, v[1] > 1.0).to(DType::f32); }, {a, b});
   // integers
@@ -344,7 +344,11 @@ TEST_CASE("optimizer steps give the CPU's parameters", "[cuda][optim]") {
   for (int kind = 0; kind < 7; ++kind) {
     INFO("optimizer " << kind);
     auto c = run(kCPU, kind), g = run(cuda_test::kGpu, kind);
-    // optim.cu rounds like the CPU's scalar code; the CPU's AVX2 Adam fuses multiply-adds
-    for (size_t i = 0; i < c.size(); ++i) CHECK(cuda_test::close(g[i], c[i], 1e-6, 1e-7) == "");
+    // Bit for bit: cpu/optim.cpp and cuda/optim.cu do the same IEEE operations, fused only
+    // where both write fma (the first GPU run found SGD 1e-6 apart: GCC had contracted the
+    // CPU's multiply-adds its own way, nvcc none). The gradients are the same bits too
+    // (products and sums of the same floats, one rounding each). Subnormals aside: the CPU
+    // step flushes them (cpu/optim.cpp), and none occur here.
+    for (size_t i = 0; i < c.size(); ++i) CHECK(cuda_test::close(g[i], c[i], 0, 0) == "");
   }
 }

@@ -56,3 +56,27 @@ TEST_CASE("a bidirectional two-layer GRU with lengths on the GPU matches the CPU
     CHECK(cuda_test::close(gp[i].second.grad().cpu(), cp[i].second.grad(), 1e-4, 1e-5) == "");
   }
 }
+
+TEST_CASE("float32 RNNs on cuDNN round as float32 unless TF32 is allowed", "[cuda][rnn][tf32]") {
+  // The first GPU run: cuDNN's default math took TF32 for float32 RNNs (2e-4..1e-3 from the
+  // CPU). With FMA math the GPU is as close to a float64 reference as the CPU is.
+  manual_seed(7);
+  const int64_t T = 6, B = 4, I = 96, H = 96, G = rnn_gates(RnnMode::gru);
+  Tensor x = randn({T, B, I}), h0 = randn({B, H}), w_ih = randn({G * H, I}) * 0.1, w_hh = randn({G * H, H}) * 0.1;
+  auto run = [&](Device d, DType dt) {
+    auto m = [&](const Tensor& t) { return t.to(dt).to(d); };
+    RnnLayerResult r = rnn_layer(RnnMode::gru, m(x), m(h0), Tensor(), m(w_ih), m(w_hh), Tensor(), Tensor(), false);
+    return r.y.cpu().to(DType::f64);
+  };
+  Tensor want = run(kCPU, DType::f64);
+  auto rel = [&](const Tensor& got) { return amax(abs(got - want)).item<double>() / amax(abs(want)).item<double>(); };
+  double cpu = rel(run(kCPU, DType::f32)), off = rel(run(kGpu, DType::f32)), on = 0;
+  cuda::set_allow_tf32(true);
+  on = rel(run(kGpu, DType::f32));
+  cuda::set_allow_tf32(false);
+  INFO("relative error against float64: cpu " << cpu << ", gpu TF32 off " << off << ", on " << on);
+  CHECK(off < 1e-5);
+  CHECK(off < 4 * cpu + 1e-6);  // float32 rounding on both devices
+  CHECK(on < 2e-2);
+  CHECK(rel(run(kGpu, DType::f32)) == off);  // off again: the plan of before, not the TF32 one
+}

@@ -1,0 +1,98 @@
+// The geometry of the CUDA backend's kernel launches: how many blocks, how a reduction
+// splits over blockIdx.y, and how large the partial-result buffers those splits write
+// must be. Pure functions of shapes and two device properties (SM count, threads per
+// SM), no CUDA headers, so that reel_tests checks every rule on any machine
+// (test/test_cuda_geometry.cpp): grid dimensions within CUDA's limits, every split
+// non-empty, every item covered once, every partial write inside its buffer, 32-bit
+// loop counters that cannot wrap. The launch sites in cuda/ size their buffers and
+// grids from these functions only.
+//
+// CUDA graphs: a captured launch keeps the grid, the arguments and the addresses of
+// its capture. Nothing here reads device data, so a replay (which always runs the
+// captured shapes) launches exactly what the eager step launched; a step with other
+// shapes must be captured again (cuda::Graph's rule), never replayed.
+// Internal to cuda/.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+namespace reel::cuda::geometry {
+
+constexpr int kBlockThreads = 256;  // every kernel's block size (kThreads in cuda/elementwise.cuh)
+constexpr int kWarpsPerBlock = kBlockThreads / 32;
+constexpr int64_t kGridXMax = 2147483647;  // CUDA's limits on gridDim.x and gridDim.y
+constexpr int64_t kGridYMax = 65535;
+constexpr int64_t kU32Items = (int64_t(1) << 31) - 1;  // most items a kernel with uint32_t counters takes
+
+// Blocks of `threads` threads for n items, per_thread items each, for a grid-stride loop:
+// at least 1, at most enough resident blocks to fill every SM twice over.
+inline int64_t grid_for(int64_t n, int threads, int per_thread, int sm_count, int max_threads_per_sm) {
+  int64_t per_block = int64_t(threads) * per_thread;
+  int64_t blocks = (n + per_block - 1) / per_block;
+  int64_t cap = int64_t(sm_count) * std::max(1, max_threads_per_sm / threads) * 2;
+  return std::max<int64_t>(1, std::min(blocks, cap));
+}
+
+// A grid-stride loop over n items with uint32_t counters (elementwise.cuh's strided
+// kernel, index.cu): i + gridDim.x * blockDim.x must not wrap past 2^32 while i < n.
+inline bool u32_loop_safe(int64_t n, int64_t grid, int threads) {
+  return n <= kU32Items && n + grid * threads <= (int64_t(1) << 32);
+}
+
+// A reduction over a 2-D grid. `blocks` blocks along x each own outputs_per_block of the
+// `outputs`; the `count` items each output reduces are cut into `splits` chunks of
+// `chunk`, block row y taking [y chunk, min((y + 1) chunk, count)). With splits > 1 block
+// (x, y) writes its partial result for output o to partial[y * outputs + o], and a
+// finishing kernel combines partial[k * outputs + o] for k < splits.
+struct SplitGrid {
+  int64_t outputs = 0, blocks = 1, splits = 1, chunk = 1;
+  int64_t partial_elems() const { return splits * outputs; }  // the buffer's length, in partial results
+};
+
+// About `want_blocks` blocks in all; a split keeps at least min_per_split items (so each
+// thread has work), and at most max_splits splits. Every split is non-empty: `splits`
+// is recounted from the chunk, and the launch and the buffer both use that count.
+inline SplitGrid split_grid(int64_t outputs, int64_t outputs_per_block, int64_t count, int64_t want_blocks,
+                            int64_t min_per_split, int64_t max_splits) {
+  SplitGrid g;
+  g.outputs = outputs;
+  g.blocks = std::max<int64_t>(1, (outputs + outputs_per_block - 1) / outputs_per_block);
+  int64_t s = std::clamp<int64_t>((want_blocks + g.blocks - 1) / g.blocks, 1,
+                                  std::max<int64_t>(1, count / std::max<int64_t>(1, min_per_split)));
+  s = std::min(s, max_splits);
+  g.chunk = std::max<int64_t>(1, (count + s - 1) / s);
+  g.splits = std::max<int64_t>(1, (count + g.chunk - 1) / g.chunk);
+  return g;
+}
+
+// batch_norm's per-channel sums over x [n, c, s] (cuda/norm.cu). s == 1: 32 channels per
+// block on consecutive addresses (bn_sums_cols), splits of n; else a block per channel
+// (bn_sums_planes), splits of n * s. partial: [splits, c] double2.
+inline SplitGrid bn_sums(int64_t n, int64_t c, int64_t s, int sm_count) {
+  int64_t want = int64_t(sm_count) * 4;
+  if (s == 1) return split_grid(c, 32, n, want, 64, 1024);
+  return split_grid(c, 1, n * s, want, int64_t(kBlockThreads) * 8, 1024);
+}
+
+// layer_norm's weight and bias gradients: column sums of [rows, d], 32 columns per block
+// (ln_backward_wb), splits of rows. partial: [splits, d] double2.
+inline SplitGrid ln_weight_grads(int64_t rows, int64_t d, int sm_count) {
+  return split_grid(d, 32, rows, int64_t(sm_count) * 4, 64, 1024);
+}
+
+// reduce over `count` items per output (cuda/reduce.cu): reduce_cols takes 32 outputs per
+// block (the reduced dim is strided), reduce_rows one per warp. The outputs fill the
+// GPU first; splits only when they cannot. partial: [splits, outputs] accumulators.
+inline SplitGrid reduce_split(int64_t outputs, int64_t count, bool columns, int sm_count, int max_threads_per_sm) {
+  int64_t want = int64_t(sm_count) * std::max(1, max_threads_per_sm / kBlockThreads) * 2;
+  if (columns) return split_grid(outputs, 32, count, want, kWarpsPerBlock * 16, kGridYMax);
+  return split_grid(outputs, kWarpsPerBlock, count, want, 32 * 16, kGridYMax);
+}
+
+// The fused optimizer step (cuda/optim.cu): chunks of 4096 elements, blocks take chunks
+// grid-stride; at most 8 blocks per SM.
+inline int64_t optim_grid(int64_t chunks, int sm_count) {
+  return std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(sm_count) * 8));
+}
+
+}  // namespace reel::cuda::geometry

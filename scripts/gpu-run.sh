@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# The GPU check, step 2 of 2, on the GPU machine: runs what scripts/gpu-pack.sh packed,
+# in at most GPU_RUN_BUDGET seconds (default 300), every step under `timeout`. Copied into
+# the pack as run.sh; run it from the repository root (bench/compare.py is read there):
+#   bash gpu-pack/run.sh
+# With the device tool: carry ["gpu-pack"], command "bash gpu-pack/run.sh", timeout_s 420.
+#
+# Steps (one line each in summary.txt: PASS / FAIL / TIMEOUT / SKIP, with its seconds):
+#   unpack      the .debs into a prefix (dpkg -x, never into /), the programs into a build tree
+#   libraries   cuDNN and cuBLAS/cudart where the machine has them (PyTorch's pip folders
+#               nvidia/cudnn/lib and nvidia/cu13/lib first: newer than the system's), every
+#               program's libraries resolved (ldd)
+#   versions    GPU, driver, reel's view of CUDA/cuBLAS/cuDNN, PyTorch's
+#   gpu         is there one? Without, the check stops here and says so (a dry run)
+#   cuda_tests  reel_cuda_tests, all of it (REEL_CUDA_REQUIRED=1: a skip fails)
+#   memcheck_*  compute-sanitizer memcheck, each test file in its own process (a crash in
+#               one hides nothing of the others; the graph captures and replays included),
+#               all but the one-epoch accuracy case ([data]: W1's kernels, 469 times over)
+#   racecheck, synccheck, initcheck   over the tests of the kernels with shared memory or
+#               warp shuffles (reduce, softmax, norm, bias sums, attention, sort and scans)
+#   sample_cnn_gpu, sample_cnn_cpu   train_fashion_mnist --model cnn, one epoch on each
+#               device from the same seed; accuracy_gap: their test accuracies within 0.5 points
+#   sample_gpt  train_gpt --small on the GPU, 200 steps
+#   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
+# Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
+# the benchmark JSON lines). Exit 0 when every step passed; 3 when there is no GPU.
+# Environment: GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
+# W1,W3,W4,W6,W7,W8), OUT.
+set -uo pipefail
+pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=${REEL_ROOT:-$(dirname "$pack")}
+work=${GPU_RUN_WORK:-/tmp/reel-gpu-run}
+out=${OUT:-$pack/out}
+budget=${GPU_RUN_BUDGET:-300}
+logs=$work/logs
+export pack work logs  # read by the functions that step runs in a child shell
+rm -rf "$work"
+mkdir -p "$work/prefix" "$work/build" "$work/data" "$logs" "$out"
+summary=$out/summary.txt
+: > "$summary"
+status=0
+t0=$SECONDS
+
+note() { echo "$*" | tee -a "$summary"; }
+left() { echo $((budget - (SECONDS - t0))); }
+# step NAME LIMIT CMD...: CMD under min(LIMIT, time left), output in logs/NAME.log
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local rem
+  rem=$(left)
+  ((rem < limit)) && limit=$rem
+  if ((limit < 5)); then
+    note "SKIP    $name (the ${budget}s budget is spent)"
+    status=1
+    return 1
+  fi
+  echo "[gpu-run $((SECONDS - t0))s] $name (limit ${limit}s): $*"
+  local s=$SECONDS
+  if declare -F "$1" > /dev/null; then  # a function of this script: timeout runs programs only
+    timeout -k 5 "$limit" bash -c "$(declare -f "$1"); $1" > "$logs/$name.log" 2>&1
+  else
+    timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1
+  fi
+  local rc=$?
+  local took=$((SECONDS - s))
+  if [[ $rc -eq 0 ]]; then note "PASS    $name (${took}s)"
+  elif [[ $rc -eq 124 || $rc -eq 137 ]]; then note "TIMEOUT $name (after ${took}s)"; status=1
+  else note "FAIL    $name (exit $rc after ${took}s)"; status=1
+  fi
+  return $rc
+}
+finish() {
+  {
+    echo "---- failures, first lines of each failing log"
+    for f in "$logs"/*.log; do
+      grep -qE "FAILED|ERROR SUMMARY: [1-9]|^========= (Invalid|Race|Barrier|Error|Uninitialized|Program hit)|=> not found" \
+        "$f" || continue
+      echo "-- $(basename "$f")"
+      grep -E "FAILED|with expansion|^  \"|ERROR SUMMARY|^========= (Invalid|Race|Barrier|Error|Uninitialized|Program hit)|at .* in [a-z_]*\.cu|=> not found" \
+        "$f" | head -12
+    done
+    echo "---- versions"
+    cat "$logs/versions.log" 2> /dev/null
+    [[ -s "$logs/bench_table.txt" ]] && { echo "---- benchmarks"; cat "$logs/bench_table.txt"; }
+    echo "---- total $((SECONDS - t0))s of a ${budget}s budget; exit $status"
+  } >> "$summary"
+  cp "$summary" "$logs/"
+  tar -C "$logs" -czf "$out/logs.tar.gz" .
+  echo "---- summary ($summary)"
+  cat "$summary"
+  exit "$status"
+}
+
+# ---- unpack
+unpack() {
+  local deb
+  for deb in "$pack"/debs/*.deb; do dpkg -x "$deb" "$work/prefix" || return 1; done
+  tar -C "$work/build" -xJf "$pack/bin.tar.xz" || return 1
+  mkdir -p "$work/data/fashion-mnist"
+  cp "$pack"/data/fashion-mnist/*.gz "$work/data/fashion-mnist/" && tar -C "$work/data" -xJf "$pack/data/fortunes.tar.xz"
+}
+step unpack 60 unpack || finish
+prefix_lib=$work/prefix/usr/lib/x86_64-linux-gnu
+export REEL_FASHION_MNIST=$work/data/fashion-mnist
+# the benchmark programs and their PyTorch peers read Debian's path
+if [[ ! -e /usr/share/datasets/fashion-mnist ]] && mkdir -p /usr/share/datasets 2> /dev/null; then
+  ln -s "$REEL_FASHION_MNIST" /usr/share/datasets/fashion-mnist
+fi
+
+# ---- libraries: the first folder holding each library, PyTorch's pip folders first
+find_libs() {
+  local py dirs=()
+  for py in python3 /usr/bin/python3; do
+    command -v "$py" > /dev/null || continue
+    mapfile -t -O "${#dirs[@]}" dirs < <("$py" -c '
+import glob, os, site
+roots = []
+try:
+    import nvidia
+    roots += list(nvidia.__path__)
+except Exception:
+    pass
+roots += [os.path.join(p, "nvidia") for p in site.getsitepackages()]
+for r in dict.fromkeys(os.path.realpath(r) for r in roots if os.path.isdir(r)):
+    for sub in ("cudnn/lib", "cu13/lib", "cublas/lib", "cuda_runtime/lib"):
+        if os.path.isdir(os.path.join(r, sub)):
+            print(os.path.join(r, sub))' 2> /dev/null)
+  done
+  dirs+=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu)
+  local lib d found
+  for lib in libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libcudart.so.13; do
+    found=""
+    for d in "${dirs[@]}"; do
+      if [[ -e "$d/$lib" ]]; then found=$d; break; fi
+    done
+    echo "$lib ${found:-NOT-FOUND}"
+  done
+}
+find_libs > "$work/found_libs.txt" 2>&1
+lib_path="$prefix_lib:$work/build/lib"
+while read -r lib dir; do
+  [[ "$dir" == NOT-FOUND ]] && continue
+  [[ ":$lib_path:" == *":$dir:"* ]] || lib_path="$lib_path:$dir"
+done < "$work/found_libs.txt"
+export LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+check_libraries() {
+  cat "$work/found_libs.txt"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  local p missing=0
+  for p in "$work"/build/test/cuda/reel_cuda_tests "$work"/build/samples/* "$work"/build/bench/* "$work"/build/lib/*; do
+    if ldd "$p" | grep "not found"; then
+      echo "$p: a library is missing"
+      missing=1
+    fi
+  done
+  ! grep -q NOT-FOUND "$work/found_libs.txt" && ((missing == 0))
+}
+step libraries 30 check_libraries
+
+# ---- versions, and is there a GPU at all
+cuda_tests=$work/build/test/cuda/reel_cuda_tests
+versions() {
+  echo "date: $(date -u +%FT%TZ), host $(hostname), $(nproc) cores, $(. /etc/os-release 2> /dev/null && echo "$PRETTY_NAME")"
+  head -3 "$pack/MANIFEST" 2> /dev/null
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv,noheader 2>&1 |
+      sed 's/^/gpu: /'
+  else
+    echo "gpu: nvidia-smi not found"
+  fi
+  echo "nvcc: $(nvcc --version 2> /dev/null | grep -o 'release [0-9.]*, V[0-9.]*' || echo 'not on PATH')"
+  echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null || echo 'not found')"
+  python3 -c 'import torch; print("pytorch", torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' \
+    2>&1 | tail -1
+  # reel's own view (cudart, cuBLAS, cuDNN as loaded); exits 77 without a GPU
+  "$cuda_tests" --list-tags 2>&1 | grep -E "^(versions|SKIPPED|FAILED)" || true
+}
+versions > "$logs/versions.log" 2>&1
+cat "$logs/versions.log"
+note "PASS    versions"
+if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L 2> /dev/null | grep -q "^GPU "; then
+  seen=$(command -v nvidia-smi > /dev/null && nvidia-smi -L 2>&1 | head -1 || echo "no nvidia-smi")
+  note "SKIP    gpu: no GPU on this machine ($seen); the check stops before its first GPU call"
+  status=3
+  finish
+fi
+note "PASS    gpu ($(nvidia-smi -L | head -1))"
+
+# ---- the CUDA tests, whole
+export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+step cuda_tests 100 "$cuda_tests" --durations yes
+
+# ---- compute-sanitizer
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
+if [[ -z "$sanitizer" ]]; then
+  note "FAIL    sanitizers (compute-sanitizer not found)"
+  status=1
+else
+  # every test file in its own process ([#file] tags: Catch's -#)
+  mapfile -t files < <("$cuda_tests" -# --list-tags 2> /dev/null | grep -o '\[#test_cuda_[a-z_]*\]' | sort -u)
+  [[ ${#files[@]} -gt 0 ]] || note "FAIL    memcheck (no test files listed)"
+  for f in "${files[@]}"; do
+    name=${f#"[#test_cuda_"}
+    step "memcheck_${name%"]"}" 60 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+      "$cuda_tests" -# "$f~[data]"
+  done
+  kernels="[reduce],[softmax],[norm],[bias],[attention],[everyday]"
+  for tool in racecheck synccheck initcheck; do
+    step "$tool" 60 "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 "$cuda_tests" "$kernels"
+  done
+fi
+
+# ---- the samples, one epoch on each device, and the GPT on the GPU
+samples=$work/build/samples
+step sample_cnn_gpu 60 "$samples/train_fashion_mnist" --device cuda --model cnn --epochs 1 \
+  --data "$REEL_FASHION_MNIST" --out "$work/cnn_gpu" --logdir "$work/tb_gpu"
+step sample_cnn_cpu 60 "$samples/train_fashion_mnist" --device cpu --model cnn --epochs 1 \
+  --data "$REEL_FASHION_MNIST" --out "$work/cnn_cpu" --logdir "$work/tb_cpu"
+acc() { sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p' "$logs/$1.log" | tail -1; }
+gpu_acc=$(acc sample_cnn_gpu) cpu_acc=$(acc sample_cnn_cpu)
+if [[ -n "$gpu_acc" && -n "$cpu_acc" ]]; then
+  if awk -v g="$gpu_acc" -v c="$cpu_acc" 'BEGIN { d = g - c; exit !(d <= 0.5 && d >= -0.5) }'; then
+    note "PASS    accuracy_gap (cnn, one epoch: gpu $gpu_acc%, cpu $cpu_acc%)"
+  else
+    note "FAIL    accuracy_gap (cnn, one epoch: gpu $gpu_acc%, cpu $cpu_acc%: more than 0.5 points apart)"
+    status=1
+  fi
+else
+  note "FAIL    accuracy_gap (no test accuracy in the sample logs)"
+  status=1
+fi
+step sample_gpt 45 "$samples/train_gpt" --small --device cuda --steps 200 --eval-interval 100 \
+  --data "$work/data/fortunes" --out "$work/gpt" --logdir none
+
+# ---- reel against PyTorch eager on this GPU, in the time left
+rem=$(left)
+if ((rem > 30)); then
+  step compare $((rem - 10)) python3 "$root/bench/compare.py" --device cuda --build "$work/build" --python python3 \
+    --rounds 1 --reps 1 --no-compile --no-torch-compile --only "${BENCH_ONLY:-W1,W3,W4,W6,W7,W8}" \
+    --json "$logs/bench.jsonl"
+  sed -n '/^GPU: /,$p' "$logs/compare.log" > "$logs/bench_table.txt"
+  [[ -s "$logs/bench_table.txt" ]] || tail -30 "$logs/compare.log" > "$logs/bench_table.txt"
+else
+  note "SKIP    compare (${rem}s left)"
+fi
+finish

@@ -1,0 +1,120 @@
+// The CUDA backend's launch geometry (cuda/internal/launch_geometry.h), checked without a
+// GPU: for every launch that splits a reduction over blockIdx.y, the writes its kernel
+// makes (simulated here from the same formulas the kernels use) stay inside the partial
+// buffer the launch site allocates, every split is non-empty, every item is taken once,
+// and the grid is within CUDA's limits; grid-stride loops with 32-bit counters cannot
+// wrap. The first GPU run's memcheck report (bn_sums_planes writing past a 64-byte
+// buffer in a replayed graph) is this class of bug; these rules keep it out of every
+// launch on any machine CI runs on.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../cuda/internal/launch_geometry.h"
+
+namespace geo = reel::cuda::geometry;
+
+namespace {
+// SM counts: one SM, an A100, an H100 SXM, an H200, and a device larger than any today.
+const std::vector<int> kSms = {1, 108, 132, 2000};
+const std::vector<int64_t> kSizes = {1, 2, 3, 7, 8, 31, 32, 33, 63, 64, 65, 255, 256, 1000, 2047, 2048, 2049, 4096,
+                                     65535, 65536, 100003, 1 << 20, int64_t(1) << 31, (int64_t(1) << 33) + 5};
+
+// "" when g is sound for `outputs` outputs of `count` items each, outputs_per_block per
+// block; else what is wrong. Simulates the kernels: block (x, y) writes
+// partial[y * outputs + o] for each of its outputs o < outputs, reading rows
+// [y chunk, min((y + 1) chunk, count)); the finishing kernel reads k * outputs + o, k < splits.
+std::string check(const geo::SplitGrid& g, int64_t outputs, int64_t per_block, int64_t count) {
+  auto at = [&](const std::string& what) {
+    return what + " (outputs " + std::to_string(outputs) + ", count " + std::to_string(count) + ": blocks " +
+           std::to_string(g.blocks) + ", splits " + std::to_string(g.splits) + ", chunk " + std::to_string(g.chunk) +
+           ")";
+  };
+  if (g.outputs != outputs) return at("outputs differ");
+  if (g.blocks < 1 || g.blocks > geo::kGridXMax) return at("gridDim.x out of range");
+  if (g.splits < 1 || g.splits > geo::kGridYMax) return at("gridDim.y out of range");
+  if (g.blocks * per_block < outputs) return at("the blocks miss outputs");
+  if (g.chunk < 1) return at("empty chunks");
+  // coverage: the chunks tile [0, count) and the last one is not empty
+  if (g.chunk * g.splits < count) return at("rows left over");
+  if (g.chunk * (g.splits - 1) >= count) return at("an empty split (its partial would never be written)");
+  // the highest partial index any block writes, and the highest the finish reads
+  int64_t last_write = (g.splits - 1) * outputs + (outputs - 1);
+  if (last_write >= g.partial_elems()) return at("a write past the partial buffer");
+  if (g.partial_elems() != g.splits * outputs) return at("the buffer is not [splits, outputs]");
+  return "";
+}
+}  // namespace
+
+TEST_CASE("batch_norm's channel sums write inside their partial buffer for every shape", "[cuda][geometry][norm]") {
+  for (int sms : kSms)
+    for (int64_t n : {int64_t(1), int64_t(2), int64_t(16), int64_t(64), int64_t(1000), int64_t(65536)})
+      for (int64_t c : {int64_t(1), int64_t(3), int64_t(8), int64_t(33), int64_t(64), int64_t(2048), int64_t(70000)})
+        for (int64_t s : {int64_t(1), int64_t(2), int64_t(49), int64_t(256), int64_t(3136), int64_t(1) << 20}) {
+          INFO("sms " << sms << " x [" << n << ", " << c << ", " << s << "]");
+          geo::SplitGrid g = geo::bn_sums(n, c, s, sms);
+          CHECK(check(g, c, s == 1 ? 32 : 1, s == 1 ? n : n * s) == "");
+          CHECK(g.splits <= 1024);
+        }
+  // the memcheck case: BatchNorm2d(8) over [16, 8, 16, 16] on an H200 (132 SMs): 2 splits,
+  // a buffer of 2 * 8 double2 = 256 bytes (the 64 bytes memcheck saw were not this buffer)
+  geo::SplitGrid g = geo::bn_sums(16, 8, 256, 132);
+  CHECK(g.blocks == 8);
+  CHECK(g.splits == 2);
+  CHECK(g.partial_elems() * 16 == 256);
+}
+
+TEST_CASE("layer_norm's weight gradients write inside their partial buffer", "[cuda][geometry][norm]") {
+  for (int sms : kSms)
+    for (int64_t rows : kSizes)
+      for (int64_t d : {int64_t(1), int64_t(31), int64_t(32), int64_t(33), int64_t(768), int64_t(4097)}) {
+        if (rows * d > (int64_t(1) << 36)) continue;
+        INFO("sms " << sms << " [" << rows << ", " << d << "]");
+        CHECK(check(geo::ln_weight_grads(rows, d, sms), d, 32, rows) == "");
+      }
+}
+
+TEST_CASE("reductions split within gridDim.y and write inside their partial buffer", "[cuda][geometry][reduce]") {
+  for (int sms : kSms)
+    for (bool columns : {false, true})
+      for (int64_t outputs : {int64_t(1), int64_t(7), int64_t(8), int64_t(9), int64_t(32), int64_t(1000),
+                              int64_t(1) << 24})
+        for (int64_t count : kSizes) {
+          INFO("sms " << sms << (columns ? " columns" : " rows") << " outputs " << outputs << " count " << count);
+          geo::SplitGrid g = geo::reduce_split(outputs, count, columns, sms, 2048);
+          CHECK(check(g, outputs, columns ? 32 : geo::kWarpsPerBlock, count) == "");
+        }
+  // one output of 2^33 items (a whole-tensor reduction that is not contiguous): the most
+  // splits gridDim.y allows, each still non-empty
+  geo::SplitGrid g = geo::reduce_split(1, (int64_t(1) << 33) + 5, false, 2000, 2048);
+  CHECK(g.splits <= geo::kGridYMax);
+  CHECK(check(g, 1, geo::kWarpsPerBlock, (int64_t(1) << 33) + 5) == "");
+}
+
+TEST_CASE("grid-stride launches have at least one block, a bounded grid, and 32-bit counters that cannot wrap",
+          "[cuda][geometry]") {
+  for (int sms : kSms)
+    for (int threads : {32, 256, 1024})
+      for (int64_t n : kSizes) {
+        INFO("sms " << sms << " threads " << threads << " n " << n);
+        int64_t grid = geo::grid_for(n, threads, 1, sms, 2048);
+        CHECK(grid >= 1);
+        CHECK(grid <= int64_t(sms) * std::max(1, 2048 / threads) * 2);
+        CHECK(grid <= geo::kGridXMax);
+        // the strided elementwise and index kernels take pieces of at most 2^31 - 1 items
+        int64_t piece = std::min(n, geo::kU32Items);
+        CHECK(geo::u32_loop_safe(piece, geo::grid_for(piece, threads, 1, sms, 2048), threads));
+      }
+  CHECK(geo::grid_for(0, 256, 1, 132, 2048) == 1);  // an empty launch still has a valid grid
+  CHECK_FALSE(geo::u32_loop_safe(int64_t(1) << 31, 1, 256));
+  CHECK(geo::u32_loop_safe(geo::kU32Items, int64_t(1) << 23, 256));         // i + 2^31 stays below 2^32
+  CHECK_FALSE(geo::u32_loop_safe(geo::kU32Items, int64_t(1) << 24, 256));  // 2^32 threads: i would wrap
+  for (int sms : kSms)
+    for (int64_t chunks : kSizes) {
+      int64_t grid = geo::optim_grid(chunks, sms);
+      CHECK(grid >= 1);
+      CHECK(grid <= std::max<int64_t>(1, chunks));
+    }
+}
