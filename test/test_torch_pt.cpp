@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -230,5 +232,39 @@ TEST_CASE("torch_pt: every truncation and every flipped byte of a real file is a
       } catch (const Error&) {
       }
     }
+  }
+}
+
+// torchvision's ResNets as torch.save wrote their state dicts (test/models/run.sh writes
+// them with Debian's PyTorch 1.13 and, given REEL_TORCH2_PYTHON, with PyTorch 2.x):
+// every tensor equals the safetensors copy bit for bit, and the models load them and
+// give torchvision's outputs.
+TEST_CASE("torchvision's ResNets load from .pt and match", "[.][torchvision]") {
+  const char* dir = std::getenv("REEL_TORCHVISION_DIR");
+  REQUIRE(dir != nullptr);
+  for (std::string name : {"resnet18", "resnet50"}) {
+    INFO(name);
+    std::string base = std::string(dir) + "/" + name;
+    torch_pt::File pt = torch_pt::load(base + ".pt");
+    safetensors::File st = safetensors::load(base + ".safetensors");
+    REQUIRE(pt.tensors.size() == st.tensors.size());
+    CHECK(pt.values.empty());
+    for (size_t i = 0; i < st.tensors.size(); ++i) {
+      const auto& [n, want] = st.tensors[i];
+      INFO(n);
+      CHECK(pt.tensors[i].first == n);
+      const Tensor& got = pt.at(n);
+      REQUIRE(got.dtype() == want.dtype());
+      REQUIRE(got.shape() == want.shape());
+      Tensor c = got.contiguous();
+      CHECK(std::memcmp(c.data_ptr(), want.data_ptr(), size_t(want.numel()) * want.element_size()) == 0);
+    }
+    auto net = name == "resnet18" ? nn::models::resnet18({.num_classes = 10}) : nn::models::resnet50({.num_classes = 10});
+    net->load(base + ".pt");  // strict: every name and shape matches
+    net->eval();
+    safetensors::File ref = safetensors::load(base + ".ref.safetensors");
+    NoGradGuard no_grad;
+    Tensor y = (*net)(ref.at("input"));
+    CHECK(sub(y, ref.at("logits")).abs().max().item<double>() < 2e-5 * ref.at("logits").abs().max().item<double>());
   }
 }
