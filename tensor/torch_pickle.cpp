@@ -315,11 +315,10 @@ Value Unpickler::copy_out(size_t o, int depth) {
       if (on_path_[o]) fail(fmt::format("{} contains itself", kind_word(x.kind)));
       on_path_[o] = 1;
       v.kind = x.kind == K::tuple ? Value::Kind::tuple : x.kind == K::list ? Value::Kind::list : Value::Kind::dict;
-      if (x.kind == K::dict)
-        for (size_t k = 0; k < x.items.size(); k += 2)
-          v.dict.emplace_back(copy_out(x.items[k], depth + 1), copy_out(x.items[k + 1], depth + 1));
-      else
-        for (size_t item : x.items) v.items.push_back(copy_out(item, depth + 1));
+      for (size_t k = 0; k < x.items.size(); ++k) {
+        if (x.kind == K::dict && k % 2 == 0) v.keys.push_back(copy_out(x.items[k], depth + 1));
+        else v.items.push_back(copy_out(x.items[k], depth + 1));
+      }
       on_path_[o] = 0;
       break;
     }

@@ -146,8 +146,10 @@ class Archive {
     auto child = [&](const std::string& part) { return path.empty() ? part : path + "." + part; };
     switch (v.kind) {
       case Value::Kind::dict:
-        for (const auto& [k, x] : v.dict)
-          flatten(x, child(k.kind == Value::Kind::string ? k.s : std::to_string(k.i)), f, names);
+        for (size_t i = 0; i < v.keys.size(); ++i) {
+          const Value& k = v.keys[i];
+          flatten(v.items[i], child(k.kind == Value::Kind::string ? k.s : std::to_string(k.i)), f, names);
+        }
         return;
       case Value::Kind::list: case Value::Kind::tuple:
         for (size_t i = 0; i < v.items.size(); ++i) flatten(v.items[i], child(std::to_string(i)), f, names);

@@ -50,8 +50,8 @@ struct Value {
   double d = 0;
   std::string s;
   Tensor t;
-  std::vector<Value> items;                   // tuple, list
-  std::vector<std::pair<Value, Value>> dict;  // in insertion order; keys are strings or integers
+  std::vector<Value> items;  // a tuple's or a list's elements; a dict's values, in insertion order
+  std::vector<Value> keys;   // a dict's keys (strings or integers), beside its values in items
 };
 const char* kind_name(Value::Kind kind);
 

@@ -155,14 +155,16 @@ TEST_CASE("torch_pt: the object's structure, views and shared storages", "[torch
 
   torch_pt::File n = torch_pt::load(fixture("nested_113.pt"));
   REQUIRE(n.root.kind == torch_pt::Value::Kind::dict);
-  const torch_pt::Value& opt = n.root.dict[1].second;
-  CHECK(n.root.dict[1].first.s == "optimizer");
-  const torch_pt::Value& state = opt.dict[0].second;
-  REQUIRE(state.dict.size() == 4);
-  CHECK(state.dict[0].first.kind == torch_pt::Value::Kind::integer);  // int keys stay ints
+  REQUIRE(n.root.keys.size() == n.root.items.size());
+  const torch_pt::Value& opt = n.root.items[1];
+  CHECK(n.root.keys[1].s == "optimizer");
+  const torch_pt::Value& state = opt.items[0];
+  REQUIRE(state.keys.size() == 4);
+  CHECK(state.keys[0].kind == torch_pt::Value::Kind::integer);  // int keys stay ints
+  CHECK(state.keys[3].i == 3);
   const torch_pt::Value* shape = nullptr;
-  for (auto& [k, v] : n.root.dict)
-    if (k.s == "shape") shape = &v;
+  for (size_t i = 0; i < n.root.keys.size(); ++i)
+    if (n.root.keys[i].s == "shape") shape = &n.root.items[i];
   REQUIRE(shape != nullptr);
   CHECK(shape->kind == torch_pt::Value::Kind::tuple);
   CHECK(shape->items.size() == 2);
