@@ -3,7 +3,7 @@
 // they are read, and REDUCE dispatches to the few rebuild functions written out here.
 // Nothing the pickle names is ever looked up or called. Cycles and shared objects in
 // the arena are harmless; the result is copied out of it with a depth and size budget.
-#include "torch_pickle.h"
+#include "internal/torch_pickle.h"
 
 #include <fmt/format.h>
 

@@ -13,8 +13,8 @@
 #include <map>
 #include <unordered_set>
 
-#include "torch_pickle.h"
-#include "zip_archive.h"
+#include "internal/torch_pickle.h"
+#include "internal/zip_archive.h"
 
 namespace reel::torch_pt {
 

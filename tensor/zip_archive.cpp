@@ -2,7 +2,7 @@
 // record and extra fields, the central directory, local headers. Every offset and size
 // is checked against the archive before it is followed; nothing is allocated from a
 // size the archive declares until that size was bounded by the archive's own length.
-#include "zip_archive.h"
+#include "internal/zip_archive.h"
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -36,11 +36,13 @@ ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string error_prefi
   // The end record is the last 22 bytes plus a comment of up to 65535 bytes.
   if (size_ < 22) fail(fmt::format("not a zip archive: {} bytes, shorter than a zip's end record", size_));
   size_t end = size_;  // position of the end record, found searching backwards
-  for (size_t p = size_ - 22 + 1, stop = size_ > 22 + 65535 ? size_ - 22 - 65535 : 0; p-- > stop;) {
+  const size_t lowest = size_ > 22 + 65535 ? size_ - 22 - 65535 : 0;
+  for (size_t p = size_ - 22;; --p) {
     if (le(data_ + p, 4) == kEnd && p + 22 + le(data_ + p + 20, 2) == size_) {
       end = p;
       break;
     }
+    if (p == lowest) break;
   }
   if (end == size_) fail("not a zip archive (no end-of-central-directory record), or truncated");
   const uint8_t* e = data_ + end;

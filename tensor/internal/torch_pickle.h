@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "torch_pt.h"
+#include "../torch_pt.h"
 
 namespace reel::detail {
 
