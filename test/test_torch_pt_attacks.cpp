@@ -10,6 +10,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -243,4 +245,21 @@ TEST_CASE("torch_pt: zips that lie are refused", "[torch_pt]") {
   CHECK(error_of(bytes_of("PK")).find("not a torch.save file") != std::string::npos);
   CHECK(error_of(bytes_of("hello world, not an archive")).find("not a torch.save file") != std::string::npos);
   CHECK(error_of(Pickle().op('N').op('.').bytes()).find("legacy (pre-1.6, non-zip) format") != std::string::npos);
+}
+
+// CI's bounded replay of the fuzzer's seeds (test/fuzz/seeds_torch_pt; the fuzzer itself
+// needs clang: test/fuzz/CMakeLists.txt): the valid ones parse, the refused ones throw.
+TEST_CASE("torch_pt: the fuzzer's seeds replay", "[torch_pt]") {
+  std::string dir = std::string(REEL_SOURCE_DIR) + "/test/fuzz/seeds_torch_pt";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::string name = entry.path().filename().string();
+    INFO(name);
+    std::ifstream in(entry.path(), std::ios::binary);
+    Bytes b{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    bool refused = name.starts_with("evil") || name.starts_with("legacy");
+    CHECK((error_of(b) == "no error") == !refused);
+    ++files;
+  }
+  CHECK(files >= 6);
 }
