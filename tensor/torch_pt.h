@@ -27,7 +27,8 @@
 //
 // Memory stays bounded by the file: every size is checked against the archive
 // before anything is allocated, each storage is read once, pickle memo references
-// share (never copy) tensors, and the object may nest at most kMaxDepth deep.
+// share (never copy) tensors, the plain values copied out of the pickle take at most
+// 32 bytes per byte of data.pkl plus 16 MiB, and the object nests at most kMaxDepth deep.
 // The legacy format (before PyTorch 1.6, or _use_new_zipfile_serialization=False)
 // and TorchScript archives (torch.jit.save) are refused with how to convert them.
 #pragma once
