@@ -5,7 +5,6 @@
 // that attack the reader (torch_pt_attacks below).
 #include <catch2/catch.hpp>
 #include <reel/reel.h>
-#include <reel/tensor/torch_pt.h>
 
 #include <cmath>
 #include <cstdlib>

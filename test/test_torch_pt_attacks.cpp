@@ -4,7 +4,6 @@
 // allocated from a size the file merely claims.
 #include <catch2/catch.hpp>
 #include <reel/reel.h>
-#include <reel/tensor/torch_pt.h>
 
 #include <unistd.h>
 

@@ -4,7 +4,6 @@
 // bounds (-rss_limit_mb and -malloc_limit_mb watch). A parsed file's tensors must lie
 // inside their storages and read back whole.
 #include <reel/reel.h>
-#include <reel/tensor/torch_pt.h>
 
 #include <cstdint>
 #include <cstdlib>
