@@ -180,6 +180,7 @@ void Unpickler::global(std::string module, std::string name) {
   bool ok = false;
   for (const char* c : kCallables) ok = ok || full == c;
   for (const char* s : kStorages) ok = ok || (module == "torch" && name == s);
+  ok = ok || full == "torch.storage.UntypedStorage";  // PyTorch 2.x names it by its module
   if (!ok)
     fail(fmt::format("refused global '{}': a state dict needs only collections.OrderedDict, torch._utils's "
                      "tensor and parameter rebuilds and torch's storage types; nothing was called",
@@ -284,7 +285,7 @@ size_t Unpickler::persistent(size_t pid) {
   int64_t numel = expect(p[4], K::integer, "a storage's size").i;
   if (numel < 0) fail(fmt::format("storage '{}' has negative size {}", key, numel));
   size_t o = make(K::storage);
-  arena_[o].t = load_(type.substr(6), key, numel);  // "torch."
+  arena_[o].t = load_(type.substr(type.rfind('.') + 1), key, numel);
   return o;
 }
 

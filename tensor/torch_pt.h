@@ -13,8 +13,9 @@
 // lists, dicts with string or integer keys), collections.OrderedDict (its attributes,
 // such as a state dict's `_metadata`, are dropped), torch._utils._rebuild_tensor,
 // _rebuild_tensor_v2, _rebuild_parameter and _rebuild_parameter_with_state (no hooks,
-// no Python state), and storages (persistent ids ('storage', torch.<Type>Storage,
-// key, location, numel)). Any other global, or a rebuild given anything else, is
+// no Python state), and storages (persistent ids ('storage', torch.<Type>Storage or
+// PyTorch 2.x's torch.storage.UntypedStorage, key, location, numel); a storage saved by
+// itself reads as a 1-D tensor). Any other global, or a rebuild given anything else, is
 // refused with an Error naming it, before anything is called.
 //
 // Storages map to reel dtypes: Float f32, Double f64, Half f16, BFloat16 bf16,

@@ -35,6 +35,17 @@ def number(x):
     return "nan" if math.isnan(x) else repr(float(x))
 
 
+def is_storage(v):
+    return torch.is_storage(v) or type(v).__name__ in ("TypedStorage", "UntypedStorage")
+
+
+def storage_tensor(s):
+    """A storage saved by itself reads as a 1-D tensor of its elements (bytes when untyped)."""
+    if type(s).__name__ == "UntypedStorage":
+        return torch.tensor(list(s), dtype=torch.uint8)
+    return torch.tensor(list(s), dtype=s.dtype)
+
+
 def storage_ptr(t):
     return t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t.storage().data_ptr()
 
@@ -51,8 +62,8 @@ def table(obj):
         elif isinstance(v, (list, tuple)):
             for i, x in enumerate(v):
                 walk(x, child(i))
-        elif isinstance(v, torch.Tensor):
-            t = v.detach()
+        elif isinstance(v, torch.Tensor) or is_storage(v):
+            t = storage_tensor(v) if is_storage(v) else v.detach()
             vals = t.to(torch.float64 if t.is_floating_point() else torch.int64).flatten().tolist()
             lines.append(" ".join(["T", path, REEL_DTYPE[t.dtype], str(t.dim())] + [str(s) for s in t.shape] +
                                   [number(x) for x in vals]))
@@ -111,7 +122,15 @@ def views():
         "tied": [w, w],                        # one Parameter twice (the memo)
         "half_view": torch.arange(10, dtype=torch.float16)[3:8],
         "long_narrow": torch.arange(20).reshape(4, 5)[:, 1:4],
+        "storage": torch.tensor([1.5, -2.0, 3.25]).storage(),  # a typed storage saved by itself
     }
+
+
+def views_untyped():
+    d = views()
+    if hasattr(torch.Tensor, "untyped_storage"):  # PyTorch 2.x: an untyped storage saved by itself (bytes)
+        d["untyped"] = torch.tensor([1, 258], dtype=torch.int16).untyped_storage()
+    return d
 
 
 def nested():
@@ -157,7 +176,7 @@ def refused(out, tag):
 
 def main(out, tag):
     os.makedirs(out, exist_ok=True)
-    cases = {"dtypes": every_dtype(), "views": views(), "nested": nested(), "linear": linear()}
+    cases = {"dtypes": every_dtype(), "views": views_untyped(), "nested": nested(), "linear": linear()}
     for name, obj in cases.items():
         torch.save(obj, f"{out}/{name}_{tag}.pt")
         back = torch.load(f"{out}/{name}_{tag}.pt")
