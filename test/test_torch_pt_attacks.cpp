@@ -60,11 +60,12 @@ Bytes floats(std::vector<float> v) {
 }
 
 // An archive of `pickle` and the storages given as (key, bytes).
-Bytes archive(const Pickle& pickle, std::vector<std::pair<std::string, Bytes>> storages = {}, bool deflate = false) {
+Bytes archive(const Pickle& pickle, std::vector<std::pair<std::string, Bytes>> storages = {}, bool deflate = false,
+              bool zip64 = false) {
   std::vector<ZipItem> items{{.name = "a/data.pkl", .data = pickle.bytes()}};
   for (auto& [key, data] : storages) items.push_back({.name = "a/data/" + key, .data = data, .deflate = deflate});
   items.push_back({.name = "a/version", .data = bytes_of("3\n")});
-  return make_zip(items);
+  return make_zip(items, zip64);
 }
 
 std::string error_of(const Bytes& file) {
@@ -87,14 +88,48 @@ Pickle one(const std::function<void(Pickle&)>& t) {
 
 }  // namespace
 
-TEST_CASE("torch_pt: a hand-made archive reads, stored or deflated", "[torch_pt]") {
+TEST_CASE("torch_pt: a hand-made archive reads, stored or deflated, zip or zip64", "[torch_pt]") {
   Pickle p = one([](Pickle& p) { p.tensor("FloatStorage", "0", 6, 1, {2, 2}, {1, 2}); });
-  for (bool deflate : {false, true}) {
-    Bytes file = archive(p, {{"0", floats({0, 1, 2, 3, 4, 5})}}, deflate);
-    torch_pt::File f = torch_pt::parse(file.data(), file.size());
-    REQUIRE(f.tensors.size() == 1);
-    CHECK(f.at("w").to_vector<double>() == std::vector<double>{1, 3, 2, 4});  // offset 1, strides (1, 2)
-  }
+  for (bool deflate : {false, true})
+    for (bool zip64 : {false, true}) {
+      Bytes file = archive(p, {{"0", floats({0, 1, 2, 3, 4, 5})}}, deflate, zip64);
+      torch_pt::File f = torch_pt::parse(file.data(), file.size());
+      REQUIRE(f.tensors.size() == 1);
+      CHECK(f.at("w").to_vector<double>() == std::vector<double>{1, 3, 2, 4});  // offset 1, strides (1, 2)
+    }
+  Bytes file = archive(p, {{"0", floats({0, 1, 2, 3, 4, 5})}}, false, true);
+  Bytes broken = file;  // the locator's offset of the zip64 end record, pointing past it
+  broken[broken.size() - 22 - 20 + 8] ^= 0x40;
+  CHECK(error_of(broken).find("zip64 end record") != std::string::npos);
+
+  // the other rebuilds a file may use: _rebuild_tensor (v1), _rebuild_parameter_with_state
+  Pickle v1;
+  v1.op('}').str("w").global("torch._utils", "_rebuild_tensor").op('(');
+  v1.op('(').str("storage").global("torch", "LongStorage").str("0").str("cuda:0").int1(2).op('t').op('Q');
+  v1.int1(1).ints({1}).ints({1}).op('t').op('R').op('s').op('.');
+  Bytes longs(16, 0);
+  longs[8] = 0xfe, longs[15] = 0x80;  // int64 0x80000000000000fe
+  torch_pt::File f1 = torch_pt::parse(archive(v1, {{"0", longs}}).data(), archive(v1, {{"0", longs}}).size());
+  CHECK(f1.at("w").dtype() == DType::i64);
+  CHECK(f1.at("w").contiguous().data<int64_t>()[0] == int64_t(0x80000000000000feull));
+  Pickle param;
+  param.op('}').str("p").global("torch._utils", "_rebuild_parameter_with_state").op('(');
+  param.tensor("FloatStorage", "0", 2, 0, {2}, {1}).op('\x88').op('}').op('}').op('t').op('R').op('s').op('.');
+  Bytes pf = archive(param, {{"0", floats({4, 5})}});
+  CHECK(torch_pt::parse(pf.data(), pf.size()).at("p").to_vector<double>() == std::vector<double>{4, 5});
+
+  // DUP, POP, POP_MARK, DICT, TUPLE3, LONG1 -1, BINFLOAT, a protocol-4 frame and memo
+  Pickle stack;
+  stack.op('\x95').le(0, 8).op('(').str("x").op('2').op('0').op('1');
+  stack.op('(').str("t").int1(1).int1(2).int1(3).op('\x87').op('\x94').str("n").op('\x8a').le(1, 1).le(0xff, 1);
+  stack.str("f").op('G').le(0x000000000000f83f, 8).op('d').op('.');  // 1.5 big-endian
+  Bytes sf = archive(stack);
+  torch_pt::File s = torch_pt::parse(sf.data(), sf.size());
+  REQUIRE(s.values.size() == 5);
+  CHECK(s.values[0].first == "t.0");
+  CHECK(s.values[2].second.i == 3);
+  CHECK(s.find_value("n")->i == -1);
+  CHECK(s.find_value("f")->d == 1.5);
 }
 
 TEST_CASE("torch_pt refuses every global but the state dict's, and runs nothing", "[torch_pt]") {

@@ -40,7 +40,9 @@ struct ZipItem {
   int64_t declared_size = -1;  // the uncompressed size the headers claim (-1: the true one)
 };
 
-inline Bytes make_zip(const std::vector<ZipItem>& items) {
+// zip64: the central directory's sizes and offsets in zip64 extra fields, and the end
+// record pointing to a zip64 end record, as writers do for archives past 4 GiB.
+inline Bytes make_zip(const std::vector<ZipItem>& items, bool zip64 = false) {
   Bytes out, dir;
   for (const ZipItem& it : items) {
     Bytes body = it.deflate ? deflate_raw(it.data) : it.data;
@@ -55,18 +57,28 @@ inline Bytes make_zip(const std::vector<ZipItem>& items) {
       put_le(b, it.deflate ? 8 : 0, 2);
       put_le(b, 0, 4);  // time, date
       put_le(b, crc, 4);
-      put_le(b, body.size(), 4);
-      put_le(b, usize, 4);
+      bool wide = central && zip64;
+      put_le(b, wide ? 0xffffffff : body.size(), 4);
+      put_le(b, wide ? 0xffffffff : usize, 4);
       put_le(b, it.name.size(), 2);
-      put_le(b, 0, 2);  // extra
+      put_le(b, wide ? 32 : 0, 2);  // extra
       if (central) {
         put_le(b, 0, 2);  // comment
         put_le(b, 0, 2);  // disk
         put_le(b, 0, 2);  // internal attributes
         put_le(b, 0, 4);  // external attributes
-        put_le(b, offset, 4);
+        put_le(b, wide ? 0xffffffff : offset, 4);
       }
       b.insert(b.end(), it.name.begin(), it.name.end());
+      if (wide) {
+        put_le(b, 0x5455, 2);  // an unrelated extra field first (a timestamp), skipped
+        put_le(b, 0, 2);
+        put_le(b, 1, 2);
+        put_le(b, 24, 2);
+        put_le(b, usize, 8);
+        put_le(b, body.size(), 8);
+        put_le(b, offset, 8);
+      }
     };
     header(out, false);
     out.insert(out.end(), body.begin(), body.end());
@@ -74,12 +86,28 @@ inline Bytes make_zip(const std::vector<ZipItem>& items) {
   }
   uint64_t dir_offset = out.size();
   out.insert(out.end(), dir.begin(), dir.end());
+  if (zip64) {
+    uint64_t end64 = out.size();
+    put_le(out, 0x06064b50, 4);
+    put_le(out, 44, 8);  // the record's size after this field
+    put_le(out, 45, 2);  // version made by
+    put_le(out, 45, 2);  // version needed
+    put_le(out, 0, 8);   // disks
+    put_le(out, items.size(), 8);
+    put_le(out, items.size(), 8);
+    put_le(out, dir.size(), 8);
+    put_le(out, dir_offset, 8);
+    put_le(out, 0x07064b50, 4);  // the locator
+    put_le(out, 0, 4);
+    put_le(out, end64, 8);
+    put_le(out, 1, 4);
+  }
   put_le(out, 0x06054b50, 4);
   put_le(out, 0, 4);  // disks
-  put_le(out, items.size(), 2);
-  put_le(out, items.size(), 2);
-  put_le(out, dir.size(), 4);
-  put_le(out, dir_offset, 4);
+  put_le(out, zip64 ? 0xffff : items.size(), 2);
+  put_le(out, zip64 ? 0xffff : items.size(), 2);
+  put_le(out, zip64 ? 0xffffffff : dir.size(), 4);
+  put_le(out, zip64 ? 0xffffffff : dir_offset, 4);
   put_le(out, 0, 2);  // comment
   return out;
 }
