@@ -14,6 +14,7 @@
 
 #include "../autograd/grad_mode.h"
 #include "../tensor/safetensors.h"
+#include "../tensor/torch_pt.h"
 
 namespace reel::nn {
 
@@ -408,7 +409,21 @@ void Module::save(const std::string& path) const {
 }
 
 void Module::load(const std::string& path) {
-  safetensors::File f = safetensors::load(path);
+  if (!path.ends_with(".pt") && !path.ends_with(".pth")) {
+    safetensors::File f = safetensors::load(path);
+    load_state_dict(f.tensors, true, path);
+    return;
+  }
+  torch_pt::File f = torch_pt::load(path);
+  // a state dict holds tensors only: a checkpoint's epoch or a nested "model" dict is
+  // for the caller to pick apart (torch_pt::load, then load_state_dict)
+  if (!f.values.empty()) {
+    std::string list;
+    for (auto& [name, v] : f.values) list += fmt::format("{}\"{}\" ({})", list.empty() ? "" : ", ", name, kind_name(v.kind));
+    throw Error(fmt::format("{}: load from {}: not a state dict: it holds plain values {} besides tensors (read it "
+                            "with torch_pt::load and pass the tensors to load_state_dict); nothing was loaded",
+                            type_name(), path, list));
+  }
   load_state_dict(f.tensors, true, path);
 }
 

@@ -164,7 +164,9 @@ class Module {
   // ---- checkpoints (safetensors files; readable by Python's safetensors and PyTorch).
   // load() validates every name, shape and dtype before it copies anything: on any
   // mismatch it throws Error naming the file and leaves the module unchanged.
-  // Values are converted to each tensor's dtype and device.
+  // Values are converted to each tensor's dtype and device. A path ending in .pt or
+  // .pth is read as PyTorch's torch.save state dict (tensor/torch_pt.h), with the same
+  // checks; any other path as safetensors.
   void save(const std::string& path) const;
   void load(const std::string& path);
   // `source` names the origin in errors. strict: every name must match both ways.

@@ -4,7 +4,8 @@
 For each model: OUT/<name>.safetensors holds the state dict (f32, num_batches_tracked
 i64) of the model built with a fixed seed, its batch-norm running statistics randomised
 (so eval mode is a real test), and OUT/<name>.ref.safetensors the input, the logits and
-the pooled features (the vector before the classifier) in eval mode. Run by ctest
+the pooled features (the vector before the classifier) in eval mode; for resnet18 and
+resnet50 also OUT/<name>.pt, the same state dict as torch.save writes it. Run by ctest
 (test/models/run.sh), never committed: ResNet-50's weights are 100 MB.
 
     /usr/bin/python3 test/models/torchvision_models.py OUT
@@ -48,6 +49,8 @@ def main(out):
             logits = model(x)
             pooled = features(model, x)
         save_safetensors(os.path.join(out, name + ".safetensors"), model.state_dict())
+        if name in ("resnet18", "resnet50"):  # torch.save's format, for torch_pt (test_torch_pt.cpp)
+            torch.save(model.state_dict(), os.path.join(out, name + ".pt"))
         save_safetensors(os.path.join(out, name + ".ref.safetensors"),
                          {"input": x, "logits": logits, "features": pooled})
         print(f"{name}: {sum(p.numel() for p in model.parameters())} parameters")
