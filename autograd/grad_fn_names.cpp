@@ -1,6 +1,7 @@
 // Node::name(): libtorch's name for a tape entry, as y.grad_fn()->name() gives it there.
-// The table is what PyTorch 1.13 (and 2.x: the names did not change) prints for the same
-// call (test/reference/grad_fn_names.py generates the test's table). Where PyTorch's
+// The table is what PyTorch 1.13 prints for the same call (test/reference/libtorch_surface.py
+// writes the test's table; 2.x gives the same names but for reshape of a contiguous tensor,
+// ViewBackward0 there). Where PyTorch's
 // last node depends on the call (a sum over all elements is SumBackward0, over dims
 // SumBackward1), the node's recorded shapes decide. Where reel fuses what PyTorch runs
 // as several ops, the name is that of PyTorch's last one (cross_entropy: NllLossBackward0,

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace reel::nn {
 
 Tensor Functional::forward(const Tensor& x) {
@@ -80,6 +82,40 @@ Tensor Dropout3d::forward(const Tensor& x) {
   return channel_dropout(x, p, 3, is_training(), "Dropout3d", "[N, C, D, H, W] or [C, D, H, W]");
 }
 std::string Dropout3d::extra_repr() const { return fmt::format("p={}, inplace=False", p); }
+
+// ---- alpha dropout
+namespace {
+// noise_shape: x's shape, or [N, C, 1, ...] for whole channels
+Tensor alpha_dropout(const Tensor& x, double p, bool training, const Dims& noise_shape) {
+  if (!training || p == 0 || x.numel() == 0) return x;
+  if (p == 1) return mul(x, 0.0);
+  constexpr double kAlpha = 1.7580993408473766;  // -SELU(-inf): scale * alpha
+  double a = 1.0 / std::sqrt((kAlpha * kAlpha * p + 1) * (1 - p));
+  Tensor keep = lt(rand(noise_shape, {.dtype = x.dtype(), .device = x.device()}), 1 - p).to(x.dtype());
+  Tensor b = add(mul(sub(keep, 1.0), kAlpha * a), kAlpha * a * p);  // dropped: -alpha a + alpha a p
+  return add(mul(x, mul(keep, a)), b);
+}
+}  // namespace
+
+AlphaDropout::AlphaDropout(double p) : p(p) { check_p("AlphaDropout", p); }
+Tensor AlphaDropout::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  return alpha_dropout(x, p, is_training(), x.shape());
+}
+std::string AlphaDropout::extra_repr() const { return fmt::format("p={}, inplace=False", p); }
+
+FeatureAlphaDropout::FeatureAlphaDropout(double p) : p(p) { check_p("FeatureAlphaDropout", p); }
+Tensor FeatureAlphaDropout::forward(const Tensor& x) {
+  SiteScope at_caller = at_caller_site();
+  if (x.dim() < 2)
+    throw Error(fmt::format("FeatureAlphaDropout: expected input [N, C, *] of at least 2 dims, got {}",
+                            x.shape().str()));
+  Dims noise = Dims::filled(x.dim(), 1);
+  noise[0] = x.size(0);
+  noise[1] = x.size(1);
+  return alpha_dropout(x, p, is_training(), noise);
+}
+std::string FeatureAlphaDropout::extra_repr() const { return fmt::format("p={}, inplace=False", p); }
 
 // ---- activations
 Tensor LogSoftmax::forward(const Tensor& x) {

@@ -1,5 +1,6 @@
 // The small modules libtorch users put in a Sequential beside the layers: a callable
 // wrapped as a module (Functional), Unflatten, channel dropout for 1-d and 3-d inputs,
+// alpha dropout,
 // LogSoftmax, ReLU6, Hardtanh and the 2-d padding layers. Each is a plain Module, printed
 // as PyTorch prints it; y has x's shape except where the comment says.
 //
@@ -69,6 +70,28 @@ class Dropout3d : public Module {
   explicit Dropout3d(double p = 0.5);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Dropout3d"; }
+  std::string extra_repr() const override;
+  double p;
+};
+
+// Dropout for SELU networks: keeps mean 0 and variance 1 of its input. In training each
+// element (AlphaDropout) or each channel of [N, C, *] (FeatureAlphaDropout) is kept with
+// probability 1 - p; y = a (x keep + alpha' (1 - keep)) + b with alpha' = -1.7581 (SELU's
+// negative saturation), a = ((1 - p)(1 + p alpha'^2))^(-1/2), b = -a alpha' p, as PyTorch.
+// The identity in eval.
+class AlphaDropout : public Module {
+ public:
+  explicit AlphaDropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "AlphaDropout"; }
+  std::string extra_repr() const override;
+  double p;
+};
+class FeatureAlphaDropout : public Module {
+ public:
+  explicit FeatureAlphaDropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "FeatureAlphaDropout"; }
   std::string extra_repr() const override;
   double p;
 };

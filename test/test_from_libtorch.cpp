@@ -521,6 +521,39 @@ TEST_CASE("nn: Dropout1d and Dropout3d zero whole channels", "[libtorch][nn]") {
   CHECK(nn::Dropout1d(0.2).str() == "Dropout1d(p=0.2, inplace=False)");
 }
 
+TEST_CASE("nn: AlphaDropout and FeatureAlphaDropout keep a SELU network's mean and variance", "[libtorch][nn]") {
+  manual_seed(11);
+  const double p = 0.2, alpha = 1.7580993408473766;
+  const double a = 1 / std::sqrt((alpha * alpha * p + 1) * (1 - p));  // PyTorch's constants
+  Tensor x = randn({200000}, {.dtype = DType::f64});
+  nn::AlphaDropout drop(p);
+  Tensor y = drop(x);
+  // every element is either kept, a x + alpha a p, or dropped to -alpha a + alpha a p
+  Tensor kept = (y - (x * a + alpha * a * p)).abs().lt(1e-12);
+  Tensor dropped = (y - (alpha * a * p - alpha * a)).abs().lt(1e-12);
+  CHECK(kept.logical_or(dropped).all().item<bool>());
+  CHECK(kept.to_double().mean().item<double>() == Approx(1 - p).margin(0.01));
+  CHECK(y.mean().item<double>() == Approx(0).margin(0.01));
+  CHECK(y.var().item<double>() == Approx(1).margin(0.02));
+  drop.eval();
+  CHECK(drop(x).eq(x).all().item<bool>());
+  // whole channels
+  nn::FeatureAlphaDropout fdrop(0.5);
+  Tensor z = fdrop(ones({4, 6, 5, 5}));
+  CHECK(z.amax({2, 3}).eq(z.amin({2, 3})).all().item<bool>());
+  CHECK_THAT(error_message([&] { fdrop(ones({3})); }),
+             Catch::Contains("FeatureAlphaDropout: expected input [N, C, *] of at least 2 dims, got [3]"));
+  CHECK_THAT(error_message([] { nn::AlphaDropout(-0.1); }), Catch::Contains("AlphaDropout: p must be in [0, 1]"));
+  // the gradient is the kept elements' a, as the mask's
+  Tensor xs = randn({50}, {.dtype = DType::f64}).requires_grad_();
+  nn::AlphaDropout d2(0.5);
+  Tensor out = d2(xs);
+  out.sum().backward();
+  const double a2 = 1 / std::sqrt((alpha * alpha * 0.5 + 1) * 0.5);
+  Tensor kept2 = (out.detach() - (xs.detach() * a2 + alpha * a2 * 0.5)).abs().lt(1e-12);
+  CHECK(differ(xs.grad(), kept2.to_double() * a2, 1e-12) == "");
+}
+
 TEST_CASE("nn::functional's names, nn::utils' clipping and optimizers with a positional lr, against PyTorch",
           "[libtorch][optim]") {
   namespace F = reel::nn::functional;
