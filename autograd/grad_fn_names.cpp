@@ -1,12 +1,14 @@
 // Node::name(): libtorch's name for a tape entry, as y.grad_fn()->name() gives it there.
-// The table is what PyTorch 1.13 prints for the same call (test/reference/libtorch_surface.py
-// writes the test's table; 2.x gives the same names but for reshape of a contiguous tensor,
-// ViewBackward0 there). Where PyTorch's
-// last node depends on the call (a sum over all elements is SumBackward0, over dims
-// SumBackward1), the node's recorded shapes decide. Where reel fuses what PyTorch runs
-// as several ops, the name is that of PyTorch's last one (cross_entropy: NllLossBackward0,
-// linear: AddmmBackward0 with a bias, MmBackward0 without). An op PyTorch has no node
-// for is named as PyTorch would name it: CamelCase + "Backward0".
+// The names are PyTorch 1.13's for the same call (test/reference/libtorch_surface.py writes
+// the test's table; 2.x differs only for reshape of a contiguous tensor: ViewBackward0).
+// Where PyTorch's last node depends on the call (a sum over all elements is SumBackward0,
+// over dims SumBackward1), the node's recorded shapes decide. Where reel fuses what
+// PyTorch runs as several ops, the name is that of PyTorch's last one (linear:
+// AddmmBackward0 with a bias, MmBackward0 without). An op PyTorch has no node for is
+// named as PyTorch would name it: CamelCase + "Backward0". An op reel composes of others
+// (addmm, masked_fill, mse_loss, select today) has no node of its own: its grad_fn() is
+// its last op's, named as libtorch names that op; the table's entries for such ops apply
+// once they record their own node.
 #include <cctype>
 #include <cstring>
 #include <string>

@@ -9,12 +9,20 @@
 namespace reel {
 
 namespace {
+// The rule of every in-place write (tensor.h), checked under the method's own name.
+void check_writable(const OpScope& op, const Tensor& t) {
+  check_defined(op, t, "the tensor");
+  if (grad_enabled() && t.requires_grad() && t.is_leaf())
+    fail(op.op, fmt::format("a leaf tensor {} that requires grad is written in place while grad mode is on; "
+                            "wrap the update in reel::NoGradGuard", t.shape().str()), op.site);
+}
+
 // Writes `compute()` into t as t's dtype. The op runs off the tape: in-place methods are
 // not recorded (tensor.h), and a recorded intermediate would only be freed again.
 template <typename F>
 Tensor& write_into(Tensor& t, const char* name, Site site, F compute) {
   OpScope op(name, site);
-  check_defined(op, t, "the tensor");
+  check_writable(op, t);
   Tensor r;
   {
     NoGradGuard off_tape;
@@ -42,7 +50,11 @@ Tensor& Tensor::gt_(double o, Site site) { return write_into(*this, "gt_", site,
 Tensor& Tensor::ge_(double o, Site site) { return write_into(*this, "ge_", site, [&] { return ge(o); }); }
 
 Tensor& Tensor::add_(double o, Site site) { return write_into(*this, "add_", site, [&] { return add(o); }); }
-Tensor& Tensor::sub_(const Tensor& o, double alpha, Site site) { return add_(o, -alpha, site); }
+Tensor& Tensor::sub_(const Tensor& o, double alpha, Site site) {
+  OpScope op("sub_", site);
+  check_writable(op, *this);
+  return add_(o, -alpha);  // add_'s one pass (axpy), under sub_'s scope
+}
 Tensor& Tensor::sub_(double o, Site site) { return write_into(*this, "sub_", site, [&] { return sub(o); }); }
 Tensor& Tensor::mul_(const Tensor& o, Site site) { return write_into(*this, "mul_", site, [&] { return mul(o); }); }
 Tensor& Tensor::div_(const Tensor& o, Site site) { return write_into(*this, "div_", site, [&] { return div(o); }); }
@@ -82,10 +94,7 @@ Tensor& Tensor::index_fill_(int64_t dim, const Tensor& index, double value, Site
 namespace {
 void check_fill(const char* name, const Tensor& t, Site site) {
   OpScope op(name, site);
-  check_defined(op, t, "the tensor");
-  if (grad_enabled() && t.requires_grad() && t.is_leaf())
-    fail(name, fmt::format("a leaf tensor {} that requires grad is written in place while grad mode is on; "
-                           "wrap the fill in reel::NoGradGuard", t.shape().str()), op.site);
+  check_writable(op, t);
 }
 }  // namespace
 Tensor& Tensor::uniform_(double low, double high, Site site) {

@@ -257,6 +257,7 @@ calls = {
     "batch_norm": lambda: F.batch_norm(img, None, None, training=True),
     "view": lambda: x.view(12), "reshape": lambda: x.reshape(4, 3), "transpose": lambda: x.transpose(0, 1),
     "permute": lambda: x.permute(1, 0), "select": lambda: x.select(0, 1), "unsqueeze": lambda: x.unsqueeze(0),
+    "squeeze": lambda: x.unsqueeze(0).squeeze(0),
     "expand": lambda: x[:1].expand(3, 4), "cat": lambda: torch.cat([x, y]), "stack": lambda: torch.stack([x, y]),
     "index_select": lambda: x.index_select(0, lab[:2]), "gather": lambda: x.gather(1, lab.unsqueeze(1)),
     "where": lambda: torch.where(x.gt(0), x, y), "masked_fill": lambda: x.masked_fill(x.gt(0), 0.0),
