@@ -107,6 +107,9 @@ Tensor Tensor::var(Site site) const { return reel::var(*this, {}, 1, false, site
 Tensor Tensor::norm(double p, const Dims& dims, bool keepdim, Site site) const {
   return reel::norm(*this, p, dims, keepdim, site);
 }
+Tensor Tensor::norm(double p, int64_t dim, bool keepdim, Site site) const {
+  return reel::norm(*this, p, Dims{dim}, keepdim, site);
+}
 Tensor Tensor::logsumexp(const Dims& dims, bool keepdim, Site site) const {
   return reel::logsumexp(*this, dims, keepdim, site);
 }

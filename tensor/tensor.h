@@ -90,6 +90,7 @@ struct ScalarArg {
   double v;
   Site site;
   ScalarArg(double v, Site site = {}) : v(v), site(site) {}
+  ScalarArg(const Scalar& s, Site site = {}) : v(s.toDouble()), site(site) {}  // x + y.item(), as libtorch
 };
 
 class Tensor {
@@ -272,6 +273,7 @@ class Tensor {
   Tensor std(Site site = {}) const;  // over all elements, Bessel-corrected
   Tensor var(Site site = {}) const;
   Tensor norm(double p, const Dims& dims, bool keepdim = false, Site site = {}) const;
+  Tensor norm(double p, int64_t dim, bool keepdim = false, Site site = {}) const;  // libtorch's x.norm(2, 1)
   Tensor logsumexp(const Dims& dims, bool keepdim = false, Site site = {}) const;
   Tensor cumprod(int64_t dim, Site site = {}) const;
   ValuesIndices sort(int64_t dim = -1, bool descending = false, Site site = {}) const;

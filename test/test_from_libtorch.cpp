@@ -161,6 +161,7 @@ TEST_CASE("libtorch spellings: methods for reel's free functions", "[libtorch]")
   CHECK_MATCHES(x.amax({0}), c, "amax0", 1e-12);
   CHECK_MATCHES(x.argmax(), c, "argmax");
   CHECK_MATCHES(x.norm(1, {1}), c, "norm1", 1e-12);
+  CHECK_MATCHES(x.norm(1, 1), c, "norm1", 1e-12);  // libtorch's x.norm(p, dim)
   CHECK_MATCHES(x.logsumexp({1}), c, "logsumexp", 1e-12);
   CHECK_MATCHES(pos.cumprod(1), c, "cumprod", 1e-12);
   auto [values, indices] = x.sort(1, true);
@@ -611,6 +612,47 @@ TEST_CASE("nn::functional's names, nn::utils' clipping and optimizers with a pos
   CHECK_THAT(error_message([&] { nn::utils::clip_grad_norm_(ps, 1.0, 2.0, true); }),
              Catch::Contains("clip_grad_norm_: the total norm of order 2 of the gradients is inf"));
   CHECK(ps[0].grad().to_vector<double>() == c.in("g1").to_vector<double>());  // refused: nothing scaled
+}
+
+// pytorch/examples/cpp/regression, ported: only the namespace alias and smooth_l1_loss's
+// namespace change (a tensor plus b.item(), SGD with a positional lr, item<float>()).
+namespace {
+constexpr int64_t kPolyDegree = 4;
+torch::Tensor make_features(torch::Tensor x) {
+  x = x.unsqueeze(1);
+  std::vector<torch::Tensor> xs;
+  for (int64_t i = 0; i < kPolyDegree; ++i) xs.push_back(x.pow(i + 1));
+  return torch::cat(xs, 1);
+}
+torch::Tensor f(torch::Tensor x, torch::Tensor W_target, torch::Tensor b_target) {
+  return x.mm(W_target) + b_target.item();
+}
+}  // namespace
+
+TEST_CASE("libtorch's regression example, ported, fits its polynomial", "[libtorch][train]") {
+  torch::manual_seed(2);
+  auto W_target = torch::randn({kPolyDegree, 1}) * 5;
+  auto b_target = torch::randn({1}) * 5;
+  auto fc = torch::nn::Linear(W_target.size(0), 1);
+  torch::optim::SGD optim(fc.parameters(), .1);
+  float loss = 0;
+  int64_t batch_idx = 0;
+  while (++batch_idx < 20000) {
+    auto x = make_features(torch::randn({32}));
+    auto y = f(x, W_target, b_target);
+    optim.zero_grad();
+    auto output = torch::nn::functional::smooth_l1_loss(fc(x), y);
+    loss = output.item<float>();
+    output.backward();
+    optim.step();
+    if (loss < 1e-3f) break;
+  }
+  CHECK(loss < 1e-3f);
+  CHECK(differ(fc.weight.view({-1}), W_target.view({-1}), 0.05) == "");
+  CHECK(fc.bias.item<double>() == Approx(b_target.item<double>()).margin(0.1));
+  // f's + b.item() is the scalar add it reads as
+  Tensor xs = make_features(torch::arange(0.0, 3.0));
+  CHECK(differ(f(xs, W_target, b_target), xs.mm(W_target) + b_target.item<double>(), 1e-6) == "");
 }
 
 // libtorch's MNIST example's network and loop (examples/cpp/mnist), spelled as there
