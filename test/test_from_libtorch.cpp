@@ -479,6 +479,11 @@ TEST_CASE("nn: Functional, Unflatten, LogSoftmax, Hardtanh, ReLU6 and the paddin
   CHECK_MATCHES(seq(x), c, "functional_seq", 1e-12);
   nn::Sequential lam{nn::Functional([](const Tensor& t) { return t.pow(2.0); }), nn::Functional(reel::relu)};
   CHECK(differ(lam(x), x.pow(2.0), 1e-12) == "");
+  // custom-dataset's AlexNet tail: functions with their options bound
+  nn::Sequential tail{nn::Functional(reel::max_pool2d, Pool2dOptions{.kernel = 2, .stride = 2}),
+                      nn::Functional(reel::reshape, Dims{-1, 4}), nn::Functional(reel::log_softmax, 1)};
+  Tensor maps = reel::test::input({2, 3, 4, 4});
+  CHECK(differ(tail(maps), log_softmax(max_pool2d(maps, {.kernel = 2}).reshape({-1, 4}), 1), 1e-12) == "");
   CHECK(seq.str().find("(1): Flatten(start_dim=1, end_dim=-1)") != std::string::npos);
   CHECK(unflatten.str() == "Unflatten(dim=1, unflattened_size=(2, 3))");
   CHECK(nn::ZeroPad2d(2).str() == "ZeroPad2d((2, 2, 2, 2))");
