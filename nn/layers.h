@@ -285,6 +285,11 @@ class Sequential : public Module {
     return ref;
   }
   void append(std::unique_ptr<Module> module);
+  template <typename M>
+    requires(std::derived_from<std::remove_cvref_t<M>, Module> && !std::is_lvalue_reference_v<M>)
+  std::remove_cvref_t<M>& push_back(M&& module) {  // libtorch's spelling of add
+    return add(std::move(module));
+  }
   // A named module (an lvalue) cannot be owned without moving it: the first error says so.
   template <typename M>
     requires(std::derived_from<std::remove_cvref_t<M>, Module> && std::is_lvalue_reference_v<M>)
