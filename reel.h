@@ -22,7 +22,7 @@
 #include "nn/losses.h"          // nn::L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, CosineEmbeddingLoss (+ functional)
 #include "nn/norm_layers.h"     // nn::GroupNorm, InstanceNorm2d, Identity, Dropout2d
 #include "nn/conv_layers.h"     // nn::Conv1d, ConvTranspose2d, MaxPool1d, AvgPool1d, Upsample
-#include "nn/small_layers.h"    // nn::Functional, Unflatten, Dropout1d/3d, AlphaDropout, LogSoftmax, Hardtanh, ReLU6, padding layers
+#include "nn/small_layers.h"    // nn::Functional, Unflatten, Dropout1d/3d, AlphaDropout, LogSoftmax, padding layers
 #include "nn/models/resnet.h"   // nn::models::resnet18/34/50: torchvision's ResNets (names, init), features()
 #include "nn/models/densenet.h" // nn::models::densenet121: torchvision's DenseNet
 #include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers

@@ -123,16 +123,6 @@ Tensor LogSoftmax::forward(const Tensor& x) {
   return log_softmax(x, dim);
 }
 
-Hardtanh::Hardtanh(double min_val, double max_val) : min_val(min_val), max_val(max_val) {
-  if (!(min_val <= max_val))
-    throw Error(fmt::format("Hardtanh: min_val {} is above max_val {}", min_val, max_val));
-}
-Tensor Hardtanh::forward(const Tensor& x) {
-  SiteScope at_caller = at_caller_site();
-  return clamp(x, min_val, max_val);
-}
-std::string Hardtanh::extra_repr() const { return fmt::format("min_val={}, max_val={}", min_val, max_val); }
-
 // ---- padding
 Pad2d::Pad2d(const char* name, std::vector<int64_t> p, PadOptions opt) : options(opt) {
   if (p.size() == 1) p = {p[0], p[0], p[0], p[0]};

@@ -1,8 +1,8 @@
 // The small modules libtorch users put in a Sequential beside the layers: a callable
 // wrapped as a module (Functional), Unflatten, channel dropout for 1-d and 3-d inputs,
-// alpha dropout,
-// LogSoftmax, ReLU6, Hardtanh and the 2-d padding layers. Each is a plain Module, printed
-// as PyTorch prints it; y has x's shape except where the comment says.
+// alpha dropout, LogSoftmax and the 2-d padding layers (Hardtanh and ReLU6 are in
+// nn/activations.h). Each is a plain Module, printed as PyTorch prints it; y has x's
+// shape except where the comment says.
 //
 //   nn::Sequential net{nn::Linear(784, 64), nn::Functional(reel::relu), nn::Unflatten(1, {4, 16}),
 //                      nn::Functional([](const Tensor& x) { return x.pow(2.0); })};
@@ -104,22 +104,6 @@ class LogSoftmax : public Module {
   std::string type_name() const override { return "LogSoftmax"; }
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
   int64_t dim;
-};
-
-// clamp(x, min_val, max_val); ReLU6 is Hardtanh(0, 6)
-class Hardtanh : public Module {
- public:
-  explicit Hardtanh(double min_val = -1, double max_val = 1);
-  Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "Hardtanh"; }
-  std::string extra_repr() const override;
-  double min_val, max_val;
-};
-class ReLU6 : public Hardtanh {
- public:
-  ReLU6() : Hardtanh(0, 6) {}
-  std::string type_name() const override { return "ReLU6"; }
-  std::string extra_repr() const override { return ""; }
 };
 
 // Pads the last two dims of x [N, C, H, W] or [C, H, W] by {left, right, top, bottom}
