@@ -23,10 +23,12 @@
 #include "nn/losses.h"          // nn::L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, CosineEmbeddingLoss (+ functional)
 #include "nn/norm_layers.h"     // nn::GroupNorm, InstanceNorm2d, Identity, Dropout2d
 #include "nn/conv_layers.h"     // nn::Conv1d, ConvTranspose2d, MaxPool1d, AvgPool1d, Upsample
+#include "nn/small_layers.h"    // nn::Functional, Unflatten, Dropout1d/3d, AlphaDropout, LogSoftmax, padding layers
 #include "nn/models/resnet.h"   // nn::models::resnet18/34/50: torchvision's ResNets (names, init), features()
 #include "nn/models/densenet.h" // nn::models::densenet121: torchvision's DenseNet
 #include "nn/init.h"            // nn::init: xavier/kaiming/uniform/normal/constant initialisers
-#include "nn/functional.h"      // nn::functional: conv2d_bias_relu, linear_bias_relu (fused)
+#include "nn/functional.h"      // nn::functional: PyTorch's F:: names (relu, conv2d, cross_entropy, ...), fused forms
+#include "nn/utils.h"           // nn::utils::clip_grad_norm_, clip_grad_value_ (libtorch's spellings)
 #include "optim/optimizer.h"    // optim::Optimizer base, param groups, clip_grad_norm
 #include "optim/optimizers.h"   // optim::SGD, Adam, AdamW, Adamax, RMSprop, Adagrad
 #include "optim/scheduler.h"    // optim::StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR, LinearWarmup

@@ -44,6 +44,9 @@ class Tape;
 // State of a user-defined autograd::Function, kept by its node.
 struct CustomState {
   virtual ~CustomState() = default;
+  // The node's libtorch-style name when the state decides it ("CubeBackward" for a
+  // custom function class Cube); empty: Node::name() derives it from the op.
+  virtual std::string node_name() const { return {}; }
 };
 
 struct Node : RefCounted {
@@ -79,7 +82,11 @@ struct Node : RefCounted {
   // A saved output comes back linked to this node again while grad mode is on (a
   // create_graph backward), so a rule that reads it is differentiable through it.
   Tensor saved_tensor(size_t i) const;
-  std::string describe() const;  // "linear [128,784] [10,784] [10] -> [128,10] at train.cpp:42 in feat.fc"
+  std::string describe() const;
+  // libtorch's name for this node, as grad_fn()->name() gives it there: "AddBackward0"
+  // for add, "MmBackward0" for a 2-D matmul (autograd/grad_fn_names.cpp). `op` keeps
+  // reel's name ("add", "matmul"), which errors and the debug tools print.
+  std::string name() const;  // "linear [128,784] [10,784] [10] -> [128,10] at train.cpp:42 in feat.fc"
 
   ~Node();
 };

@@ -217,8 +217,8 @@ Tensor Tensor::sum(Site site) const { return reel::sum(*this, {}, false, site); 
 Tensor Tensor::sum(const Dims& dims, bool keepdim, Site site) const { return reel::sum(*this, dims, keepdim, site); }
 Tensor Tensor::mean(Site site) const { return reel::mean(*this, {}, false, site); }
 Tensor Tensor::mean(const Dims& dims, bool keepdim, Site site) const { return reel::mean(*this, dims, keepdim, site); }
-Tensor Tensor::max(Site site) const { return amax(*this, {}, false, site); }
-Tensor Tensor::max(int64_t dim, bool keepdim, Site site) const { return amax(*this, Dims{dim}, keepdim, site); }
+Tensor Tensor::max(Site site) const { return reel::amax(*this, {}, false, site); }
+Tensor Tensor::max(int64_t dim, bool keepdim, Site site) const { return reel::amax(*this, Dims{dim}, keepdim, site); }
 Tensor Tensor::argmax(int64_t dim, bool keepdim, Site site) const { return reel::argmax(*this, dim, keepdim, site); }
 Tensor Tensor::exp(Site site) const { return reel::exp(*this, site); }
 Tensor Tensor::log(Site site) const { return reel::log(*this, site); }

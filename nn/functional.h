@@ -7,6 +7,8 @@
 //   Tensor h = F::linear_bias_relu(x, w, b);                         // x [*, in], w [out, in], b [out]
 #pragma once
 #include "../autograd/ops.h"
+#include "../autograd/ops_attention.h"
+#include "losses.h"  // l1_loss, smooth_l1_loss, huber_loss, kl_div, binary_cross_entropy, cosine_embedding_loss
 
 namespace reel::nn::functional {
 
@@ -31,5 +33,44 @@ using reel::interpolate;
 using reel::max_pool1d;
 using reel::normalize;
 using reel::pad;
+
+// torch::nn::functional's common names, each the op of autograd/ops.h. libtorch's option
+// builders become reel's option structs: F::max_pool2d(x, F::MaxPool2dFuncOptions(2))
+// is F::max_pool2d(x, {.kernel = 2}); F::dropout(x, F::DropoutFuncOptions().p(0.2).training(t))
+// is F::dropout(x, 0.2, t) (docs/from-libtorch.md).
+using reel::adaptive_avg_pool2d;
+using reel::avg_pool2d;
+using reel::batch_norm;
+using reel::binary_cross_entropy_with_logits;
+using reel::conv2d;
+using reel::cross_entropy;
+using reel::dropout;
+using reel::elu;
+using reel::embedding;
+using reel::gelu;
+using reel::hardswish;
+using reel::layer_norm;
+using reel::leaky_relu;
+using reel::linear;
+using reel::log_softmax;
+using reel::max_pool2d;
+using reel::mish;
+using reel::mse_loss;
+using reel::nll_loss;
+using reel::one_hot;
+using reel::relu;
+using reel::scaled_dot_product_attention;
+using reel::sigmoid;
+using reel::silu;
+using reel::softmax;
+using reel::softplus;
+using reel::tanh;
+
+// clamp(x, min_val, max_val), as F::hardtanh; relu6 is hardtanh(x, 0, 6)
+inline Tensor hardtanh(const Tensor& x, double min_val = -1, double max_val = 1, Site site = {}) {
+  return clamp(x, min_val, max_val, site);
+}
+inline Tensor relu6(const Tensor& x, Site site = {}) { return clamp(x, 0, 6, site); }
+
 
 }  // namespace reel::nn::functional

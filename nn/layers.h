@@ -265,6 +265,13 @@ class Sequential : public Module {
   explicit Sequential(M&&... modules) {
     (add(std::move(modules)), ...);
   }
+  template <typename... M>
+    requires(sizeof...(M) > 0 && (std::derived_from<std::remove_cvref_t<M>, Module> && ...) &&
+             (std::is_lvalue_reference_v<M> || ...))
+  explicit Sequential(M&&...) {
+    static_assert(!sizeof...(M), "Sequential owns its modules: build it from temporaries, nn::Sequential{nn::Linear(4, "
+                                 "8), nn::ReLU()}, or move named ones in with std::move(layer)");
+  }
   Sequential(Sequential&&) noexcept = default;
   Sequential& operator=(Sequential&&) noexcept = default;
 
@@ -280,6 +287,18 @@ class Sequential : public Module {
     return ref;
   }
   void append(std::unique_ptr<Module> module);
+  template <typename M>
+    requires(std::derived_from<std::remove_cvref_t<M>, Module> && !std::is_lvalue_reference_v<M>)
+  std::remove_cvref_t<M>& push_back(M&& module) {  // libtorch's spelling of add
+    return add(std::move(module));
+  }
+  // A named module (an lvalue) cannot be owned without moving it: the first error says so.
+  template <typename M>
+    requires(std::derived_from<std::remove_cvref_t<M>, Module> && std::is_lvalue_reference_v<M>)
+  void add(M&&) {
+    static_assert(!sizeof(M), "Sequential owns its modules: pass a temporary, seq.add(nn::Linear(4, 8)), or move a "
+                              "named one in, seq.add(std::move(layer)), then reach it as seq.at<nn::Linear>(i)");
+  }
 
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Sequential"; }

@@ -194,6 +194,16 @@ class Module {
     add_child(name, static_cast<Module&>(member));
     return member;
   }
+  // libtorch's `fc = register_module("fc", torch::nn::Linear(4, 8))` registers a temporary
+  // holder; reel's children are members, so the first error says what to write instead.
+  template <typename M>
+    requires(std::derived_from<M, Module> && !std::is_lvalue_reference_v<M>)
+  void register_module(const std::string&, M&&) {
+    static_assert(!sizeof(M),
+                  "register_module takes a member module: declare `nn::Linear fc{4, 8};` in the class and call "
+                  "register_module(\"fc\", fc) in its constructor (or pass a std::unique_ptr<Module> to own it); "
+                  "see docs/from-libtorch.md, 'Modules: TORCH_MODULE holders become plain members'");
+  }
   // Registers a heap-held child that this module owns.
   Module& register_module(const std::string& name, std::unique_ptr<Module> owned);
   // Replaces the owned child registered as `name` (ModuleDict's assignment).

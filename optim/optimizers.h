@@ -3,7 +3,10 @@
 //
 //   optim::SGD sgd(model.parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
 //   optim::AdamW adamw(model.parameters(), {.lr = 1e-3, .weight_decay = 0.05});
+//   optim::Adam adam(model.parameters(), 1e-2);  // libtorch's positional lr
+// A bare {} picks the options (the lr template cannot be deduced from it).
 #pragma once
+#include <type_traits>
 #include <utility>
 
 #include "optimizer.h"
@@ -24,6 +27,10 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions opt = {});
   SGD(std::vector<ParamGroup> groups, SGDOptions opt = {});
+  // libtorch's optim::SGD(params, lr): the learning rate by position, the rest at its defaults
+  template <typename L>
+    requires std::is_arithmetic_v<L>
+  SGD(std::vector<Tensor> params, L lr) : SGD(std::move(params), SGDOptions{.lr = double(lr)}) {}
 };
 
 // g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
@@ -39,6 +46,10 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, AdamOptions opt = {});
   Adam(std::vector<ParamGroup> groups, AdamOptions opt = {});
+  // libtorch's optim::Adam(params, lr): the learning rate by position, the rest at its defaults
+  template <typename L>
+    requires std::is_arithmetic_v<L>
+  Adam(std::vector<Tensor> params, L lr) : Adam(std::move(params), AdamOptions{.lr = double(lr)}) {}
 };
 
 // Adam with decoupled weight decay: p *= 1 - lr wd first, and g is not decayed.
@@ -53,6 +64,10 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions opt = {});
   AdamW(std::vector<ParamGroup> groups, AdamWOptions opt = {});
+  // libtorch's optim::AdamW(params, lr): the learning rate by position, the rest at its defaults
+  template <typename L>
+    requires std::is_arithmetic_v<L>
+  AdamW(std::vector<Tensor> params, L lr) : AdamW(std::move(params), AdamWOptions{.lr = double(lr)}) {}
 };
 
 // g += wd p; m = b1 m + (1 - b1) g; u = max(b2 u, |g| + eps); p -= lr / (1 - b1^t) * m / u
@@ -67,6 +82,10 @@ class Adamax : public Optimizer {
  public:
   Adamax(std::vector<Tensor> params, AdamaxOptions opt = {});
   Adamax(std::vector<ParamGroup> groups, AdamaxOptions opt = {});
+  // libtorch's optim::Adamax(params, lr): the learning rate by position, the rest at its defaults
+  template <typename L>
+    requires std::is_arithmetic_v<L>
+  Adamax(std::vector<Tensor> params, L lr) : Adamax(std::move(params), AdamaxOptions{.lr = double(lr)}) {}
 };
 
 // g += wd p; v = alpha v + (1 - alpha) g^2; centered: a = alpha a + (1 - alpha) g,
@@ -85,6 +104,10 @@ class RMSprop : public Optimizer {
  public:
   RMSprop(std::vector<Tensor> params, RMSpropOptions opt = {});
   RMSprop(std::vector<ParamGroup> groups, RMSpropOptions opt = {});
+  // libtorch's optim::RMSprop(params, lr): the learning rate by position, the rest at its defaults
+  template <typename L>
+    requires std::is_arithmetic_v<L>
+  RMSprop(std::vector<Tensor> params, L lr) : RMSprop(std::move(params), RMSpropOptions{.lr = double(lr)}) {}
 };
 
 // g += wd p; sum += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(sum) + eps)
@@ -101,6 +124,10 @@ class Adagrad : public Optimizer {
  public:
   Adagrad(std::vector<Tensor> params, AdagradOptions opt = {});
   Adagrad(std::vector<ParamGroup> groups, AdagradOptions opt = {});
+  // libtorch's optim::Adagrad(params, lr): the learning rate by position, the rest at its defaults
+  template <typename L>
+    requires std::is_arithmetic_v<L>
+  Adagrad(std::vector<Tensor> params, L lr) : Adagrad(std::move(params), AdagradOptions{.lr = double(lr)}) {}
 };
 
 }  // namespace reel::optim

@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "device.h"
@@ -45,6 +48,37 @@ inline void ref_dec(TensorImpl* t) {
 }
 
 class Tensor;
+struct Options;
+struct ValuesIndices;  // autograd/ops_everyday.h: what max(dim), sort and topk return
+
+// A number read out of a tensor by item(), as libtorch's c10::Scalar: exact for every
+// dtype (an i64 keeps all 64 bits), and a double wherever one is wanted.
+//   double loss = out.item();  int64_t n = correct.sum().item().toLong();
+class Scalar {
+ public:
+  Scalar(double v) : v_(v) {}
+  Scalar(int64_t v) : v_(v) {}
+  Scalar(bool v) : v_(v) {}
+  operator double() const { return toDouble(); }
+  double toDouble() const;
+  float toFloat() const { return float(toDouble()); }
+  int64_t toLong() const;  // a double is truncated toward zero, as libtorch's
+  int toInt() const { return int(toLong()); }
+  bool toBool() const;
+  template <typename T> T to() const {
+    if constexpr (std::is_same_v<T, bool>) return toBool();
+    else if constexpr (std::is_integral_v<T>) return T(toLong());
+    else return T(toDouble());
+  }
+  bool isFloatingPoint() const { return std::holds_alternative<double>(v_); }
+  bool isIntegral() const { return std::holds_alternative<int64_t>(v_); }
+  bool isBoolean() const { return std::holds_alternative<bool>(v_); }
+
+ private:
+  std::variant<double, int64_t, bool> v_;
+};
+std::ostream& operator<<(std::ostream& os, const Scalar& s);
+
 // A tensor argument of an operator: carries the caller's line into `a + b`.
 struct TensorArg {
   const Tensor& t;
@@ -56,6 +90,7 @@ struct ScalarArg {
   double v;
   Site site;
   ScalarArg(double v, Site site = {}) : v(v), site(site) {}
+  ScalarArg(const Scalar& s, Site site = {}) : v(s.toDouble()), site(site) {}  // x + y.item(), as libtorch
 };
 
 class Tensor {
@@ -88,6 +123,8 @@ class Tensor {
   void* data_ptr() const;  // address of element 0 (storage + offset)
   template <typename T> T* data() const;  // checks dtype and device
   template <typename T> T item() const;  // the value of a one-element tensor; syncs a GPU
+  Scalar item() const;  // the same as a Scalar: libtorch's x.item().toDouble(), or a double
+  template <typename T> T* data_ptr() const { return data<T>(); }  // libtorch's spelling of data<T>()
   template <typename T> std::vector<T> to_vector() const;  // all values, row-major
 
   // ---- conversion and copies
@@ -176,6 +213,148 @@ class Tensor {
   Tensor to_int(Site site = {}) const;     // i32
   Tensor to_bool(Site site = {}) const;
 
+  // ---- more of libtorch's method spellings (autograd/ops_methods.cpp, ops_methods_inplace.cpp).
+  // Each is the free function of the same name (autograd/ops.h, ops_everyday.h). The list
+  // checked against libtorch's tutorials and examples is in docs/from-libtorch.md.
+  Tensor add(const Tensor& other, double alpha = 1, Site site = {}) const;  // this + alpha other
+  Tensor add(double other, Site site = {}) const;
+  Tensor sub(const Tensor& other, double alpha = 1, Site site = {}) const;
+  Tensor sub(double other, Site site = {}) const;
+  Tensor mul(const Tensor& other, Site site = {}) const;
+  Tensor mul(double other, Site site = {}) const;
+  Tensor div(const Tensor& other, Site site = {}) const;
+  Tensor div(double other, Site site = {}) const;
+  Tensor pow(const Tensor& exponent, Site site = {}) const;
+  Tensor maximum(const Tensor& other, Site site = {}) const;
+  Tensor minimum(const Tensor& other, Site site = {}) const;
+  Tensor neg(Site site = {}) const;
+  Tensor rsqrt(Site site = {}) const;
+  Tensor square(Site site = {}) const;
+  Tensor reciprocal(Site site = {}) const;
+  Tensor sin(Site site = {}) const;
+  Tensor cos(Site site = {}) const;
+  Tensor erf(Site site = {}) const;
+  Tensor sign(Site site = {}) const;
+  Tensor lerp(const Tensor& end, double weight, Site site = {}) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight, Site site = {}) const;
+  Tensor where(const Tensor& condition, const Tensor& other, Site site = {}) const;  // condition ? this : other
+  Tensor nan_to_num(double nan = 0.0, std::optional<double> posinf = {}, std::optional<double> neginf = {},
+                    Site site = {}) const;
+  // comparisons and logic: bool tensors, no gradient
+  Tensor eq(const Tensor& other, Site site = {}) const;
+  Tensor ne(const Tensor& other, Site site = {}) const;
+  Tensor lt(const Tensor& other, Site site = {}) const;
+  Tensor le(const Tensor& other, Site site = {}) const;
+  Tensor gt(const Tensor& other, Site site = {}) const;
+  Tensor ge(const Tensor& other, Site site = {}) const;
+  Tensor eq(double other, Site site = {}) const;
+  Tensor ne(double other, Site site = {}) const;
+  Tensor lt(double other, Site site = {}) const;
+  Tensor le(double other, Site site = {}) const;
+  Tensor gt(double other, Site site = {}) const;
+  Tensor ge(double other, Site site = {}) const;
+  Tensor logical_not(Site site = {}) const;
+  Tensor logical_and(const Tensor& other, Site site = {}) const;
+  Tensor logical_or(const Tensor& other, Site site = {}) const;
+  Tensor isnan(Site site = {}) const;
+  Tensor isinf(Site site = {}) const;
+  Tensor isfinite(Site site = {}) const;
+  Tensor all(Site site = {}) const;
+  Tensor all(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor any(Site site = {}) const;
+  Tensor any(int64_t dim, bool keepdim = false, Site site = {}) const;
+  // reductions, scans, sorting
+  Tensor prod(Site site = {}) const;
+  Tensor prod(int64_t dim, bool keepdim = false, Site site = {}) const;
+  Tensor amax(const Dims& dims = {}, bool keepdim = false, Site site = {}) const;
+  Tensor amin(const Dims& dims = {}, bool keepdim = false, Site site = {}) const;
+  Tensor argmax(Site site = {}) const;  // the flat index of the first maximum
+  Tensor argmin(Site site = {}) const;
+  Tensor std(Site site = {}) const;  // over all elements, Bessel-corrected
+  Tensor var(Site site = {}) const;
+  Tensor norm(double p, const Dims& dims, bool keepdim = false, Site site = {}) const;
+  Tensor norm(double p, int64_t dim, bool keepdim = false, Site site = {}) const;  // libtorch's x.norm(2, 1)
+  Tensor logsumexp(const Dims& dims, bool keepdim = false, Site site = {}) const;
+  Tensor cumprod(int64_t dim, Site site = {}) const;
+  ValuesIndices sort(int64_t dim = -1, bool descending = false, Site site = {}) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false, Site site = {}) const;
+  ValuesIndices topk(int64_t k, int64_t dim = -1, bool largest = true, Site site = {}) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false, Site site = {}) const;
+  // linear algebra
+  Tensor mm(const Tensor& other, Site site = {}) const;  // 2-D only, as libtorch's
+  Tensor bmm(const Tensor& other, Site site = {}) const;
+  Tensor outer(const Tensor& other, Site site = {}) const;
+  Tensor addmm(const Tensor& m1, const Tensor& m2, double beta = 1, double alpha = 1, Site site = {}) const;
+  Tensor baddbmm(const Tensor& b1, const Tensor& b2, double beta = 1, double alpha = 1, Site site = {}) const;
+  // shape, joining, indexing
+  Tensor view_as(const Tensor& other, Site site = {}) const { return view(other.shape(), site); }
+  Tensor reshape_as(const Tensor& other, Site site = {}) const { return reshape(other.shape(), site); }
+  Tensor type_as(const Tensor& other, Site site = {}) const { return to(other.dtype(), site); }
+  Tensor tile(const Dims& reps, Site site = {}) const;
+  Tensor roll(const Dims& shifts, const Dims& dims = {}, Site site = {}) const;
+  Tensor tril(int64_t diagonal = 0, Site site = {}) const;
+  Tensor triu(int64_t diagonal = 0, Site site = {}) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0, Site site = {}) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0, Site site = {}) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0, Site site = {}) const;
+  Tensor index_select(int64_t dim, const Tensor& index, Site site = {}) const;
+  Tensor gather(int64_t dim, const Tensor& index, Site site = {}) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, Site site = {}) const;
+  Tensor scatter(int64_t dim, const Tensor& index, double value, Site site = {}) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, Site site = {}) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& src, double alpha = 1, Site site = {}) const;
+  Tensor index_put(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false,
+                   Site site = {}) const;
+  Tensor masked_fill(const Tensor& mask, const Tensor& value, Site site = {}) const;
+  // metadata as libtorch spells it
+  Options options() const;  // dtype and device (requires_grad false): zeros(shape, x.options())
+  DType scalar_type() const { return dtype(); }
+  int64_t ndimension() const { return dim(); }
+  bool is_cuda() const { return device().is_cuda(); }
+  Tensor& set_requires_grad(bool on, Site site = {}) { return requires_grad_(on, site); }
+
+  // ---- in place, libtorch's spellings (autograd/ops_methods_inplace.cpp). As the in-place
+  // methods above: never recorded, a leaf that requires grad refused while grad mode is on.
+  // Each writes the out-of-place op's result into this tensor, converted to its dtype
+  // (eq_ writes 1 or 0); the result must have this tensor's shape.
+  Tensor& eq_(const Tensor& other, Site site = {});
+  Tensor& ne_(const Tensor& other, Site site = {});
+  Tensor& lt_(const Tensor& other, Site site = {});
+  Tensor& le_(const Tensor& other, Site site = {});
+  Tensor& gt_(const Tensor& other, Site site = {});
+  Tensor& ge_(const Tensor& other, Site site = {});
+  Tensor& eq_(double other, Site site = {});
+  Tensor& ne_(double other, Site site = {});
+  Tensor& lt_(double other, Site site = {});
+  Tensor& le_(double other, Site site = {});
+  Tensor& gt_(double other, Site site = {});
+  Tensor& ge_(double other, Site site = {});
+  Tensor& add_(double other, Site site = {});
+  Tensor& sub_(const Tensor& other, double alpha = 1.0, Site site = {});
+  Tensor& sub_(double other, Site site = {});
+  Tensor& mul_(const Tensor& other, Site site = {});
+  Tensor& div_(const Tensor& other, Site site = {});
+  Tensor& div_(double other, Site site = {});
+  Tensor& pow_(double exponent, Site site = {});
+  Tensor& neg_(Site site = {});
+  Tensor& abs_(Site site = {});
+  Tensor& exp_(Site site = {});
+  Tensor& log_(Site site = {});
+  Tensor& sqrt_(Site site = {});
+  Tensor& relu_(Site site = {});
+  Tensor& sigmoid_(Site site = {});
+  Tensor& tanh_(Site site = {});
+  Tensor& clamp_(double low, double high, Site site = {});
+  Tensor& clamp_min_(double low, Site site = {});
+  Tensor& clamp_max_(double high, Site site = {});
+  Tensor& masked_fill_(const Tensor& mask, double value, Site site = {});
+  Tensor& index_fill_(int64_t dim, const Tensor& index, double value, Site site = {});
+  // the fills of tensor/tensor.h's free uniform_ and normal_, from gen or the thread's default generator
+  Tensor& uniform_(double low = 0, double high = 1, Site site = {});
+  Tensor& uniform_(double low, double high, Generator& gen, Site site = {});
+  Tensor& normal_(double mean = 0, double std = 1, Site site = {});
+  Tensor& normal_(double mean, double std, Generator& gen, Site site = {});
+
   std::string str() const;  // as PyTorch prints: values, shape, dtype, device
 
  private:
@@ -189,6 +368,17 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::ostream& operator<<(std::ostream& os, const Dims& shape);  // "[2, 3]": std::cout << x.shape()
+
+// libtorch's free spellings of the view methods: reshape(x, {2, -1}) is x.reshape({2, -1}).
+Tensor reshape(const Tensor& x, const Dims& shape, Site site = {});
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1, Site site = {});
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1, Site site = {});
+Tensor permute(const Tensor& x, const Dims& order, Site site = {});
+Tensor unsqueeze(const Tensor& x, int64_t dim, Site site = {});
+Tensor squeeze(const Tensor& x, int64_t dim, Site site = {});
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length, Site site = {});
+Tensor mm(const Tensor& a, const Tensor& b, Site site = {});  // 2-D matmul
 
 // ---- creation. `Options` picks dtype, device and requires_grad:
 //   reel::zeros({2, 3}, {.dtype = DType::f64, .device = Device::cuda()})
