@@ -66,11 +66,10 @@ using reel::softmax;
 using reel::softplus;
 using reel::tanh;
 
-// clamp(x, min_val, max_val), as F::hardtanh; relu6 is hardtanh(x, 0, 6)
-inline Tensor hardtanh(const Tensor& x, double min_val = -1, double max_val = 1, Site site = {}) {
-  return clamp(x, min_val, max_val, site);
-}
-inline Tensor relu6(const Tensor& x, Site site = {}) { return clamp(x, 0, 6, site); }
-
+// hardtanh and relu6 have PyTorch's gradients at their break points (0 at the bounds,
+// where clamp passes g), so F:: names the ops themselves, not clamps
+using reel::hardsigmoid;
+using reel::hardtanh;
+using reel::relu6;
 
 }  // namespace reel::nn::functional

@@ -167,6 +167,7 @@ class LowPrecisionBackend : public Backend {
     s.finish();
   }
   int64_t conv2d_channel_block(DType dtype) const override { return k.conv2d_channel_block(dtype); }
+  bool native_products(DType dtype) const override { return k.native_products(dtype); }
   void conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) override {
     if (!low_precision::any_low(gx, gy, w) || native_product(gx, gy, w, Tensor())) return k.conv2d_backward_data(gx, gy, w, p);
     Stage s(k);
