@@ -4,6 +4,7 @@
 // offsets must tile the data section exactly (no overlaps, no holes), as the
 // reference implementation requires.
 #include "safetensors.h"
+#include "internal/regular_file.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -578,19 +579,9 @@ File parse(const uint8_t* data, size_t size, const std::string& source) {
 }
 
 File load(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("safetensors: cannot open {}: {}", path, std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) throw Error(fmt::format("safetensors: cannot read {}: {}", path, std::strerror(errno)));
-  // a directory opens and reports a size; a fifo or a device has none to trust
-  if (!S_ISREG(st.st_mode))
-    throw Error(fmt::format("safetensors: cannot load {}: it is {}, not a regular file", path,
-                            S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  internal::RegularFile file(path, "safetensors");
+  const int fd = file.fd();
+  std::vector<uint8_t> bytes(file.size());
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);

@@ -13,6 +13,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "internal/regular_file.h"
 #include "internal/torch_pickle.h"
 #include "internal/zip_archive.h"
 
@@ -208,18 +209,9 @@ File parse(const uint8_t* data, size_t size, const std::string& source) {
 }
 
 File load(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("torch_pt: cannot open {}: {}", path, std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) throw Error(fmt::format("torch_pt: cannot read {}: {}", path, std::strerror(errno)));
-  if (!S_ISREG(st.st_mode))
-    throw Error(fmt::format("torch_pt: cannot load {}: it is {}, not a regular file", path,
-                            S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
-  size_t size = size_t(st.st_size);
+  internal::RegularFile file(path, "torch_pt");
+  int fd = file.fd();
+  size_t size = file.size();
   if (size == 0) return parse(nullptr, 0, path);
   // mapped, not read: the storages are copied out once, straight from the page cache
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
