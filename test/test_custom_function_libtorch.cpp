@@ -15,10 +15,7 @@ using reel::test::differ;
 using reel::test::error_message;
 
 namespace {
-const reel::test::Table& table() {
-  static const reel::test::Table t = reel::test::load_torch_table("libtorch_surface.txt");
-  return t;
-}
+const reel::test::Table& table() { return reel::test::cached_torch_table("libtorch_surface.txt"); }
 }  // namespace
 
 // ---- custom functions, as the libtorch tutorial ("Custom autograd function") writes them.

@@ -18,10 +18,7 @@ using reel::test::differ;
 using reel::test::error_message;
 
 namespace {
-const reel::test::Table& table() {
-  static const reel::test::Table t = reel::test::load_torch_table("libtorch_surface.txt");
-  return t;
-}
+const reel::test::Table& table() { return reel::test::cached_torch_table("libtorch_surface.txt"); }
 }  // namespace
 
 TEST_CASE("libtorch spellings: comparisons, all, any and their in-place forms", "[libtorch]") {

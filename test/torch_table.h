@@ -57,6 +57,15 @@ struct Case {
   }
   Tensor out(const std::string& k) const { return in("=" + k); }
 };
+// One table per file for the whole test program, read on first use: the files that share a
+// generated table (libtorch_surface.txt) read it once.
+inline const Table& cached_torch_table(const std::string& file) {
+  static std::map<std::string, Table> tables;
+  auto it = tables.find(file);
+  if (it == tables.end()) it = tables.emplace(file, load_torch_table(file)).first;
+  return it->second;
+}
+
 inline Case find_case(const Table& t, const std::string& name) {
   auto it = t.find(name);
   INFO(name);
