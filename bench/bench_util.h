@@ -16,6 +16,7 @@ namespace bench {
 struct Args {
   std::string json;  // --json PATH, "-" for stdout, empty for none
   int threads = int(std::thread::hardware_concurrency());
+  bool threads_given = false;  // --threads N: reel keeps exactly N; without it reel's default follows the load
   int reps = 7;
   std::string device = "cpu";  // --device cpu|cuda[:N]
   std::string amp;  // --amp bf16|f16: the forward under autocast (reel) or torch.autocast (peers)
@@ -40,7 +41,10 @@ inline Args parse_args(int argc, char** argv) {
       return argv[++i];
     };
     if (s == "--json") a.json = next();
-    else if (s == "--threads") a.threads = std::atoi(next().c_str());
+    else if (s == "--threads") {
+      a.threads = std::atoi(next().c_str());
+      a.threads_given = true;
+    }
     else if (s == "--reps") a.reps = std::atoi(next().c_str());
     else if (s == "--device") a.device = next();
     else if (s == "--amp") a.amp = next();

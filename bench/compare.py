@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/compare.py                  # everything, all cores
     /usr/bin/python3 bench/compare.py --only W1,W6 --rounds 5 --reps 1
+    /usr/bin/python3 bench/compare.py --only W3,W9 --busy      # also beside a competing load
     python3 bench/compare.py --device cuda --build build    # on a GPU: see bench/compare_gpu.py
 
 Each round runs every configuration once, one after the other (A B A B ...): reel in
@@ -79,6 +80,11 @@ MPI_ENV = {"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RU
 AMP_WORKLOADS = {"W3": ("epoch_s", None, None), "W4": ("step_ms", 0.6, 0.5), "W8": ("step_ms", 0.6, 0.5),
                  "W10": ("s_per_1000_images", None, None), "W11": ("step_ms", None, None)}
 AMP_TARGETS_AMX = {"W4": (0.35, 0.5), "W8": (0.4, 0.5), "W10": (0.35, None), "W11": (0.5, None)}
+# --busy: the metric each workload is compared by under the competing load, and the targets of
+# issue 34 (reel busy / reel idle, reel busy / best peer busy)
+BUSY_METRICS = {"W1": "epoch_s", "W2": "epoch_s", "W3": "epoch_s", "W4": "step_ms", "W8": "step_ms", "W9": "epoch_s",
+                "W10": "s_per_1000_images", "W11": "step_ms", "W12": "step_ms"}
+BUSY_TARGETS = {"W3": (2.0, 1.0), "W9": (2.0, 1.0)}
 W14_OPS = ("exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "erf", "softplus", "silu")
 
 # Floating-point work of one training step (forward, weight gradients, input
@@ -135,6 +141,27 @@ def run(cmd, env_mod, jsonl, tag):
         os.unlink(path)
 
 
+def busy_processes():
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+class CompetingLoad:
+    """The fixed competing load of a contention run (BENCH.md): one busy process at normal
+    priority per two cores, the same for every system, started before a run and stopped after it."""
+
+    def __enter__(self):
+        spin = "while True:\n    pass\n"
+        self.procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(busy_processes())]
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        return False
+
+
 def pooled(recs, workload, system, metric, env=None):
     s = []
     for r in recs:
@@ -144,13 +171,13 @@ def pooled(recs, workload, system, metric, env=None):
     return statistics.median(s) if s else None
 
 
-def best_peer(recs, workload, metric, systems=("pytorch", "libtorch")):
+def best_peer(recs, workload, metric, systems=("pytorch", "libtorch"), suffix=""):
     best = None
     for sysname in systems:
         for env in ENVS:
-            m = pooled(recs, workload, sysname, metric, env)
+            m = pooled(recs, workload, sysname, metric, env + suffix)
             if m is not None and (best is None or m < best[0]):
-                best = (m, f"{sysname}/{env}")
+                best = (m, f"{sysname}/{env}{suffix}")
     return best
 
 
@@ -305,6 +332,21 @@ def table(recs):
             if f and b:
                 floor_row(f"W8 --amp {dt} fwd+bwd vs f32 compute floor (floor/time)", f + b,
                           1e3 * 128 * W8_FLOP_PER_SAMPLE / (gflops * 1e9), 0.0, lower_is_better=False)
+    # a contention run (--busy): each workload beside the competing load, against reel's own idle
+    # time and against the best peer in its best environment under the same load (issue 34)
+    for wl, metric in BUSY_METRICS.items():
+        busy = pooled(recs, wl, "reel", metric, "default+busy")
+        idle = pooled(recs, wl, "reel", metric, "default")
+        if busy is None:
+            continue
+        own, peer = BUSY_TARGETS.get(wl, (None, None))
+        if idle:
+            rows.append((f"{wl} {metric} busy / reel idle", busy, "reel/default", idle, busy / idle,
+                         f"<= {own:.3g}" if own else "1e+09", own is None or busy / idle <= own))
+        b = best_peer(recs, wl, metric, suffix="+busy")
+        if b and b[0] > 0:
+            rows.append((f"{wl} {metric} busy vs best peer busy", busy, b[1], b[0], busy / b[0],
+                         f"<= {peer:.3g}" if peer else "1e+09", peer is None or busy / b[0] <= peer))
     c_reel = pooled(recs, "compile", "reel", "compile_s")
     c_torch = pooled(recs, "compile", "libtorch", "compile_s")
     if c_reel and c_torch:
@@ -426,7 +468,12 @@ def write_meta(jsonl, a):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default="build-bench", help="reel's build directory (bench_* and ref_* programs)")
-    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for every system (default: the peers get all cores; reel runs its default, "
+                        "all cores while they are free, without --threads)")
+    p.add_argument("--busy", action="store_true",
+                   help="a contention run: every configuration also runs beside a fixed competing load "
+                        "(one busy process at normal priority per two cores, started here), tagged env <env>+busy")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reps", type=int, default=2, help="timed repetitions per run (W1/W2: epochs)")
     p.add_argument("--only", default="", help="comma-separated workloads, e.g. W1,W6")
@@ -479,7 +526,10 @@ def main():
     if unknown:
         p.error(f"unknown workload(s) {','.join(unknown)}; known: {','.join(WORKLOADS)}")
     envs = [e for e in a.peer_envs.split(",") if e]
-    common = ["--threads", str(a.threads), "--device", "cpu"]
+    threads = a.threads or os.cpu_count()
+    common = ["--threads", str(threads), "--device", "cpu"]
+    # reel's default keeps the count following the load; --threads pins it (bench/reel_bench.h)
+    reel_common = common if a.threads else ["--device", "cpu"]
     exists = lambda prog: os.path.isfile(os.path.join(bench_dir, prog))  # noqa: E731
     recs = []
     if exists("bench_w0_peak"):
@@ -521,8 +571,13 @@ def main():
                                                      py, "--amp", a.amp]))
         for rnd in range(1, a.rounds + 1):
             for sysname, env, cmd in configs:
+                args = cmd + extra + (reel_common if sysname == "reel" else common)
                 print(f"{wl} round {rnd}: {sysname} ({env})", flush=True)
-                recs += run(cmd + extra + common, ENVS.get(env, {}), jsonl, {"env": env, "round": rnd})
+                recs += run(args, ENVS.get(env, {}), jsonl, {"env": env, "round": rnd})
+                if a.busy:
+                    print(f"{wl} round {rnd}: {sysname} ({env}) beside {busy_processes()} busy processes", flush=True)
+                    with CompetingLoad():
+                        recs += run(args, ENVS.get(env, {}), jsonl, {"env": f"{env}+busy", "round": rnd})
     if not a.no_compile:
         fd, path = tempfile.mkstemp(suffix=".jsonl")
         os.close(fd)

@@ -35,7 +35,9 @@ struct Target {
 };
 
 inline Target setup(const Args& args) {
-  omp_set_num_threads(args.threads);  // the one OpenMP pool that reel and oneDNN share
+  // the one OpenMP pool that reel and oneDNN share: a count given is kept; reel's default
+  // (all cores, fewer while other processes keep some busy) otherwise
+  if (args.threads_given) reel::set_num_threads(args.threads);
   Target t;
   if (!args.amp.empty()) {
     if (args.amp != "bf16" && args.amp != "f16") {

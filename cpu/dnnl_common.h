@@ -6,6 +6,7 @@
 #pragma once
 #include <array>
 #include <dnnl.hpp>
+#include <omp.h>
 #include <memory>
 #include <unordered_map>
 
@@ -40,9 +41,9 @@ dnnl::memory::data_type dnnl_type(DType t);
 // A view of base's storage with the given geometry (offset in elements from storage start).
 Tensor view_of(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset);
 
-// Up to 64 integers naming one primitive configuration.
+// Up to 72 integers naming one primitive configuration (the last one: the thread count).
 struct PlanKey {
-  std::array<int64_t, 64> v{};
+  std::array<int64_t, 72> v{};
   int n = 0;
   void add(int64_t x);
   void add(const Dims& d) {
@@ -65,16 +66,21 @@ struct PlanKeyHash {
 };
 
 // Ready primitives by key. One per thread and plan type (thread_local at the use site):
-// lookups take no lock. Bounded: a run that sweeps shapes starts over when full.
+// lookups take no lock. Bounded: a run that sweeps shapes starts over when full. The
+// pool's thread count is part of every key: oneDNN sizes a primitive's work split and
+// scratchpad for the count at creation, and the count follows the machine's load
+// (tensor/parallel.h), so each count keeps its own primitives.
 template <typename Plan>
 class PlanCache {
  public:
   template <typename Make>
   Plan& get(const PlanKey& key, Make&& make) {
-    auto it = map_.find(key);
+    PlanKey k = key;
+    k.add(omp_get_max_threads());
+    auto it = map_.find(k);
     if (it != map_.end()) return *it->second;
     if (map_.size() >= kCapacity) map_.clear();
-    return *map_.emplace(key, std::make_unique<Plan>(make())).first->second;
+    return *map_.emplace(k, std::make_unique<Plan>(make())).first->second;
   }
 
  private:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "internal/core_load.h"
 
 namespace reel {
 
@@ -115,6 +116,7 @@ void restore_user_op() {
 bool enter_user_op(const char* op) {
   if (tls_user_op) return false;
   tls_user_op = op;
+  internal::follow_load_tick();  // between the user's ops, never inside one
   return true;
 }
 void leave_user_op() { tls_user_op = nullptr; }

@@ -1,16 +1,30 @@
 // The CPU's worker threads and floating-point environment, as users set them.
 //
-//   reel::set_num_threads(2);          // the one pool that reel's loops and oneDNN share
+//   reel::set_num_threads(2);          // the one pool that reel's loops and oneDNN share, fixed
 //   reel::set_flush_subnormals(false); // IEEE gradual underflow everywhere (slower)
 //   reel::set_conv_algorithm(reel::ConvAlgorithm::direct);  // no Winograd convolutions
 #pragma once
 
 namespace reel {
 
-// Threads of the one OpenMP pool that reel's loops and oneDNN share (default: all
-// cores, or OMP_NUM_THREADS). Applies to the calling thread's later ops.
-void set_num_threads(int n);
-int num_threads();
+// Threads of the one OpenMP pool that reel's loops and oneDNN share.
+//
+// By default the count follows the machine's load: every quarter second reel measures
+// how much of its cores other processes used (/proc/stat) and runs its ops on the cores
+// they leave, all of them on an idle machine. A team that waits at each op's end for a
+// thread the scheduler parked behind another job runs slower than one thread alone: with
+// one busy process beside it on 2 cores, a GRU epoch took 4.3x its idle time on 2 fixed
+// threads. A count someone chose is kept exactly: set_num_threads(n), OMP_NUM_THREADS=n
+// at start, or omp_set_num_threads(n) called directly.
+//
+// Results are the same for the same thread count; reductions split by thread round
+// differently for another count, so a run whose count changed (a busy machine) can
+// differ from an idle run in the last bits. Fix the count for bit-exact reruns.
+void set_num_threads(int n);  // the calling thread's later ops run on exactly n threads
+int num_threads();            // the threads the calling thread's next op runs on
+// Back to following the load (on), or keep the current count (off). Per thread.
+void set_threads_follow_load(bool on);
+bool threads_follow_load();
 
 // Subnormal floats (|x| < 1.2e-38 in f32) flushed to zero during backward passes and
 // optimizer steps, on the calling thread and the pool's threads. On by default: x86
