@@ -78,7 +78,8 @@ MPI_ENV = {"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RU
 # (issue 34: with AMX, W4 <= 0.35 of f32 and <= 0.5 of torch.autocast, W8 <= 0.4, W10 <= 0.35,
 # W11 <= 0.5; on AVX512-BF16 without AMX W4 and W8 <= 0.6: amp_targets picks by the CPU's flags)
 AMP_WORKLOADS = {"W3": ("epoch_s", None, None), "W4": ("step_ms", 0.6, 0.5), "W8": ("step_ms", 0.6, 0.5),
-                 "W10": ("s_per_1000_images", None, None), "W11": ("step_ms", None, None)}
+                 "W9": ("epoch_s", None, None), "W10": ("s_per_1000_images", None, None),
+                 "W11": ("step_ms", None, None), "W12": ("step_ms", None, None)}
 AMP_TARGETS_AMX = {"W4": (0.35, 0.5), "W8": (0.4, 0.5), "W10": (0.35, None), "W11": (0.5, None)}
 # --busy: the metric each workload is compared by under the competing load, and the targets of
 # issue 34 (reel busy / reel idle, reel busy / best peer busy)
@@ -486,7 +487,7 @@ def main():
     p.add_argument("--python", default="", help="the Python with PyTorch (default: /usr/bin/python3 on the CPU, "
                    "python3 from PATH on a GPU)")
     p.add_argument("--amp", default="", choices=["", "bf16", "f16"],
-                   help="W3, W4, W8, W10, W11 also with the forward under autocast in that dtype: reel --amp and "
+                   help="W3, W4, W8, W9, W10, W11, W12 also with the forward under autocast in that dtype: reel --amp and "
                         "PyTorch's torch.autocast, tagged env amp-<dtype>")
     p.add_argument("--no-torch-compile", action="store_true",
                    help="skip the torch.compile runs (GPU; on the CPU W12's, run when --python is given)")

@@ -25,8 +25,12 @@ int main(int argc, char** argv) {
     Tensor x = randint(0, V, {B, T}, {.dtype = DType::i64, .device = t.device});
     Tensor y = randint(0, V, {B, T}, {.dtype = DType::i64, .device = t.device});
     auto step = [&] {
-      Tensor logits = model(x);
-      Tensor loss = cross_entropy(logits.reshape({B * T, V}), y.reshape({B * T}));
+      Tensor loss;
+      {
+        auto amp = t.autocast();  // --amp bf16|f16: the forward under autocast
+        Tensor logits = model(x);
+        loss = cross_entropy(logits.reshape({B * T, V}), y.reshape({B * T}));
+      }
       opt.zero_grad();
       loss.backward();
       optim::clip_grad_norm(model.parameters(), 1.0);

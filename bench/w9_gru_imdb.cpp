@@ -36,8 +36,12 @@ int main(int argc, char** argv) {
   auto step = [&] {
     int64_t start = batch_index * B % N, n = std::min(B, N - start);
     ++batch_index;
-    Tensor out = gru(emb(ids.narrow(0, start, n)));             // [n, T, H]
-    Tensor loss = cross_entropy(fc(out.narrow(1, T - 1, 1).squeeze(1)), labels.narrow(0, start, n));
+    Tensor loss;
+    {
+      auto amp = t.autocast();                                  // --amp bf16|f16: the forward under autocast
+      Tensor out = gru(emb(ids.narrow(0, start, n)));           // [n, T, H]
+      loss = cross_entropy(fc(out.narrow(1, T - 1, 1).squeeze(1)), labels.narrow(0, start, n));
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();

@@ -379,8 +379,9 @@ def w9(c):
         start = bi[0] * B % N
         n = min(B, N - start)
         bi[0] += 1
-        out, _ = gru(emb(ids[start:start + n]))
-        loss = F.cross_entropy(fc(out[:, -1]), labels[start:start + n])
+        with c.amp():
+            out, _ = gru(emb(ids[start:start + n]))
+            loss = F.cross_entropy(fc(out[:, -1]), labels[start:start + n])
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -537,7 +538,8 @@ def w12(c):
         y = torch.randint(0, V, (B, T), device=dev)
 
         def step():
-            loss = F.cross_entropy(fwd(x).view(B * T, V), y.view(B * T))
+            with c.amp():
+                loss = F.cross_entropy(fwd(x).view(B * T, V), y.view(B * T))
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -646,13 +648,13 @@ def main():
     p.add_argument("--buffers", type=int, default=24)
     p.add_argument("--compile", action="store_true", help="torch.compile the model (W1-W4, W8, W12)")
     p.add_argument("--amp", default="", choices=["", "bf16", "f16"],
-                   help="the forward under torch.autocast in that dtype (W3, W4, W8, W10, W11)")
+                   help="the forward under torch.autocast in that dtype (W3, W4, W8, W9, W10, W11, W12)")
     p.add_argument("--sdpa-only", type=int, default=0, help="W12: only the attention op, not the GPT step")
     a = p.parse_args()
     if a.compile and a.workload in ("w5", "w6", "w7", "w14"):
         sys.exit(f"--compile: {a.workload} has no model to compile")
-    if a.amp and a.workload not in ("w3", "w4", "w8", "w10", "w11"):
-        sys.exit(f"--amp: only W3, W4, W8, W10 and W11 take it, not {a.workload}")
+    if a.amp and a.workload not in ("w3", "w4", "w8", "w9", "w10", "w11", "w12"):
+        sys.exit(f"--amp: only W3, W4, W8, W9, W10, W11 and W12 take it, not {a.workload}")
     globals()[a.workload](Ctx(a))
 
 
