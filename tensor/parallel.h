@@ -15,7 +15,7 @@ namespace reel {
 // thread the scheduler parked behind another job runs slower than one thread alone: with
 // one busy process beside it on 2 cores, a GRU epoch took 4.3x its idle time on 2 fixed
 // threads. A count someone chose is kept exactly: set_num_threads(n), OMP_NUM_THREADS=n
-// at start, or omp_set_num_threads(n) called directly.
+// at start (and omp_set_num_threads(n) called between reel's ops).
 //
 // Results are the same for the same thread count; reductions split by thread round
 // differently for another count, so a run whose count changed (a busy machine) can
