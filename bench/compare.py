@@ -80,6 +80,7 @@ MPI_ENV = {"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RU
 AMP_WORKLOADS = {"W3": ("epoch_s", None, None), "W4": ("step_ms", 0.6, 0.5), "W8": ("step_ms", 0.6, 0.5),
                  "W9": ("epoch_s", None, None), "W10": ("s_per_1000_images", None, None),
                  "W11": ("step_ms", None, None), "W12": ("step_ms", None, None)}
+AMP_BEFORE_ISSUE_34 = ("W3", "W4", "W8", "W10", "W11")  # --base: the programs that took --amp before W9 and W12 did
 AMP_TARGETS_AMX = {"W4": (0.35, 0.5), "W8": (0.4, 0.5), "W10": (0.35, None), "W11": (0.5, None)}
 # --busy: the metric each workload is compared by under the competing load, and the targets of
 # issue 34 (reel busy / reel idle, reel busy / best peer busy)
@@ -348,6 +349,13 @@ def table(recs):
         if b and b[0] > 0:
             rows.append((f"{wl} {metric} busy vs best peer busy", busy, b[1], b[0], busy / b[0],
                          f"<= {peer:.3g}" if peer else "1e+09", peer is None or busy / b[0] <= peer))
+    # --base: every metric of this build against the same program of the earlier build, same run
+    for wl, metric in sorted({(r["workload"], r["metric"]) for r in recs if r["system"] == "reel-base"}):
+        for env in ("default", "amp-bf16", "amp-f16"):
+            now, before = pooled(recs, wl, "reel", metric, env), pooled(recs, wl, "reel-base", metric, env)
+            if now and before:
+                rows.append((f"{wl} {metric} ({env}) / before", now, "reel-base", before, now / before, "<= 1.03",
+                             now / before <= 1.03))
     c_reel = pooled(recs, "compile", "reel", "compile_s")
     c_torch = pooled(recs, "compile", "libtorch", "compile_s")
     if c_reel and c_torch:
@@ -369,8 +377,8 @@ def table(recs):
     keys = sorted({(r["workload"], r["metric"]) for r in recs})
     for wl, metric in keys:
         cells = []
-        for sysname in ("reel", "pytorch", "libtorch"):
-            for env in list(ENVS) + ["amp-bf16", "amp-f16"]:
+        for sysname in ("reel", "reel-base", "pytorch", "libtorch"):
+            for env in [e + busy for busy in ("", "+busy") for e in list(ENVS) + ["amp-bf16", "amp-f16"]]:
                 m = pooled(recs, wl, sysname, metric, env)
                 if m is not None:
                     cells.append(f"{sysname}/{env} {fmt(m)}")
@@ -472,6 +480,10 @@ def main():
     p.add_argument("--threads", type=int, default=None,
                    help="threads for every system (default: the peers get all cores; reel runs its default, "
                         "all cores while they are free, without --threads)")
+    p.add_argument("--base", default="",
+                   help="a second reel build directory (an earlier commit's): its bench programs run beside this "
+                        "build's in every round as system reel-base, and each metric gets a row this / base "
+                        "(target <= 1.03: issue 34's 'no workload slower than before')")
     p.add_argument("--busy", action="store_true",
                    help="a contention run: every configuration also runs beside a fixed competing load "
                         "(one busy process at normal priority per two cores, started here), tagged env <env>+busy")
@@ -552,6 +564,9 @@ def main():
         configs = []
         if exists(reel):
             configs.append(("reel", "default", [os.path.join(bench_dir, reel)]))
+            base = os.path.join(os.path.abspath(a.base), "bench", reel) if a.base else ""
+            if base and os.path.isfile(base):
+                configs.append(("reel-base", "default", [base]))
         elif os.path.isdir(bench_dir):
             print(f"{wl}: {reel} not built in {bench_dir}; skipping reel's side", file=sys.stderr)
         for env in envs:
@@ -567,18 +582,23 @@ def main():
             amp_env = f"amp-{a.amp}"
             if exists(reel):
                 configs.append(("reel", amp_env, [os.path.join(bench_dir, reel), "--amp", a.amp]))
+                base = os.path.join(os.path.abspath(a.base), "bench", reel) if a.base else ""
+                if base and os.path.isfile(base) and wl in AMP_BEFORE_ISSUE_34:
+                    configs.append(("reel-base", amp_env, [base, "--amp", a.amp]))
             if not no_torch:
                 configs.append(("pytorch", amp_env, [a.python, os.path.join(ROOT, "bench/reference/workloads_pytorch.py"),
                                                      py, "--amp", a.amp]))
         for rnd in range(1, a.rounds + 1):
             for sysname, env, cmd in configs:
-                args = cmd + extra + (reel_common if sysname == "reel" else common)
+                args = cmd + extra + (reel_common if sysname.startswith("reel") else common)
                 print(f"{wl} round {rnd}: {sysname} ({env})", flush=True)
-                recs += run(args, ENVS.get(env, {}), jsonl, {"env": env, "round": rnd})
+                # the earlier build's programs report themselves as reel: the tag renames them
+                tag = {"env": env, "round": rnd, **({"system": sysname} if sysname == "reel-base" else {})}
+                recs += run(args, ENVS.get(env, {}), jsonl, tag)
                 if a.busy:
                     print(f"{wl} round {rnd}: {sysname} ({env}) beside {busy_processes()} busy processes", flush=True)
                     with CompetingLoad():
-                        recs += run(args, ENVS.get(env, {}), jsonl, {"env": f"{env}+busy", "round": rnd})
+                        recs += run(args, ENVS.get(env, {}), jsonl, dict(tag, env=f"{env}+busy"))
     if not a.no_compile:
         fd, path = tempfile.mkstemp(suffix=".jsonl")
         os.close(fd)
