@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "autocast.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -41,7 +42,17 @@ void check_shape(const OpScope& op, const Tensor& t, const Dims& expected, const
     fail(op.op, fmt::format("expected {} of shape {}, got {}", what, expected.str(), t.shape().str()), op.site);
 }
 
+// Whether this layer computes in bf16: CPU autocast to bf16 on a backend whose recurrent
+// layers run in bf16 (oneDNN's bf16 RNN primitives: AVX512-BF16 or AMX). PyTorch 2.x's CPU
+// autocast lowers its LSTM too (mkldnn_rnn_layer); reel lowers every recurrent layer.
+bool bf16_layer(const Tensor& x) {
+  return x.defined() && x.device().is_cpu() && autocast_active(x) &&
+         autocast_dtype(x.device().type) == DType::bf16 && (x.dtype() == DType::f32 || x.dtype() == DType::bf16) &&
+         backend_of(x).rnn_native_bf16();
+}
+
 // d(loss)/d(inputs) of one layer from the gradients of y, h and c (zeros where none came).
+// A bf16 layer takes and gives f32 gradients (the engine casts them to the inputs' dtypes).
 void rnn_layer_grads(Node& n, const Grads& g, Grads& gi) {
   if (grad_enabled())
     fail(n.op, "a create_graph backward (second derivatives) through a recurrent layer is not supported; "
@@ -56,16 +67,19 @@ void rnn_layer_grads(Node& n, const Grads& g, Grads& gi) {
          w_hh = n.saved_tensor(4), b_ih = n.saved_tensor(5), b_hh = n.saved_tensor(6), y = n.saved_tensor(7),
          hy = n.saved_tensor(8), cy = n.saved_tensor(9), ws = n.saved_tensor(10);
   bool lstm = p.mode == RnnMode::lstm;
-  auto grad_or_zeros = [&](size_t i, const Tensor& like) {
-    if (i < g.size() && g[i].defined()) return g[i].contiguous();
-    Tensor z = new_like(like);
-    backend_of(like).fill(z, 0);
+  const bool bf16 = n.ints[7] != 0;
+  // a gradient as the backend takes it: the tensor's own dtype, f32 for a bf16 layer
+  auto like = [&](const Tensor& t) { return new_tensor(t.shape(), bf16 ? DType::f32 : t.dtype(), t.device()); };
+  auto grad_or_zeros = [&](size_t i, const Tensor& out) {
+    if (i < g.size() && g[i].defined()) return (bf16 ? cast(g[i], DType::f32) : g[i]).contiguous();
+    Tensor z = like(out);
+    backend_of(out).fill(z, 0);
     return z;
   };
   Tensor gy = grad_or_zeros(0, y), ghy = grad_or_zeros(1, hy), gcy = lstm ? grad_or_zeros(2, cy) : Tensor();
-  Tensor gx = new_like(x), ghx = new_like(hx), gcx = lstm ? new_like(cx) : Tensor();
-  Tensor gw_ih = new_like(w_ih), gw_hh = new_like(w_hh);
-  Tensor gb_ih = p.bias ? new_like(b_ih) : Tensor(), gb_hh = p.bias ? new_like(b_hh) : Tensor();
+  Tensor gx = like(x), ghx = like(hx), gcx = lstm ? like(cx) : Tensor();
+  Tensor gw_ih = like(w_ih), gw_hh = like(w_hh);
+  Tensor gb_ih = p.bias ? like(b_ih) : Tensor(), gb_hh = p.bias ? like(b_hh) : Tensor();
   backend_of(x).rnn_backward(p, gx, ghx, gcx, gw_ih, gw_hh, gb_ih, gb_hh, gy, ghy, gcy, x, hx, cx, w_ih, w_hh, b_ih,
                              b_hh, y, hy, cy, ws);
   Tensor outs[7] = {gx, ghx, gcx, gw_ih, gw_hh, gb_ih, gb_hh};
@@ -86,8 +100,16 @@ RnnLayerResult rnn_layer(RnnMode mode, const Tensor& x_in, const Tensor& h0_in, 
   check_defined(op, h0_in, "h0");
   check_defined(op, w_ih_in, "weight_ih");
   check_defined(op, w_hh_in, "weight_hh");
-  if (x_in.dtype() != DType::f32 && x_in.dtype() != DType::f64)
-    fail(op.op, fmt::format("expected an f32 or f64 input, got {}", describe(x_in)), op.site);
+  // under CPU autocast the layer computes in bf16 (bf16_layer): then f32 and bf16 inputs mix
+  const bool bf16 = bf16_layer(x_in);
+  if (x_in.dtype() != DType::f32 && x_in.dtype() != DType::f64 && !bf16)
+    fail(op.op, fmt::format("expected an f32 or f64 input (bf16 under autocast), got {}", describe(x_in)), op.site);
+  auto check_kind = [&](const Tensor& t, const char* what) {
+    if (!bf16) return check_same_kind(op, x_in, t, what);
+    check_same_device(op, x_in, t);
+    if (t.dtype() != DType::f32 && t.dtype() != DType::bf16)
+      fail(op.op, fmt::format("expected {} in f32 or bf16 under autocast, got {}", what, describe(t)), op.site);
+  };
   check_dim(op, x_in, 3, "the input [T, B, I]");
   check_dim(op, w_ih_in, 2, "weight_ih [G H, I]");
   check_dim(op, w_hh_in, 2, "weight_hh [G H, H]");
@@ -95,17 +117,17 @@ RnnLayerResult rnn_layer(RnnMode mode, const Tensor& x_in, const Tensor& h0_in, 
   if (T < 1 || B < 1 || H < 1)
     fail(op.op, fmt::format("expected at least one step, one sequence and one hidden feature, got input {} and "
                             "weight_hh {}", x_in.shape().str(), w_hh_in.shape().str()), op.site);
-  check_same_kind(op, x_in, w_ih_in, "weight_ih");
-  check_same_kind(op, x_in, w_hh_in, "weight_hh");
+  check_kind(w_ih_in, "weight_ih");
+  check_kind(w_hh_in, "weight_hh");
   check_shape(op, w_hh_in, {G * H, H}, "weight_hh [G H, H]");
   if (w_ih_in.shape() != Dims{G * H, I})
     fail(op.op, fmt::format("the input {} has {} features but weight_ih is {} (expected [{}, {}])",
                             x_in.shape().str(), I, w_ih_in.shape().str(), G * H, I), op.site);
-  check_same_kind(op, x_in, h0_in, "h0");
+  check_kind(h0_in, "h0");
   check_shape(op, h0_in, {B, H}, "h0 [B, H]");
   if (lstm) {
     check_defined(op, c0_in, "c0");
-    check_same_kind(op, x_in, c0_in, "c0");
+    check_kind(c0_in, "c0");
     check_shape(op, c0_in, {B, H}, "c0 [B, H]");
   } else if (c0_in.defined()) {
     fail(op.op, fmt::format("only an LSTM takes a cell state, got c0 {}", describe(c0_in)), op.site);
@@ -113,30 +135,38 @@ RnnLayerResult rnn_layer(RnnMode mode, const Tensor& x_in, const Tensor& h0_in, 
   if (b_ih_in.defined() != b_hh_in.defined())
     fail(op.op, "expected both biases (bias_ih and bias_hh) or neither", op.site);
   if (b_ih_in.defined()) {
-    check_same_kind(op, x_in, b_ih_in, "bias_ih");
-    check_same_kind(op, x_in, b_hh_in, "bias_hh");
+    check_kind(b_ih_in, "bias_ih");
+    check_kind(b_hh_in, "bias_hh");
     check_shape(op, b_ih_in, {G * H}, "bias_ih [G H]");
     check_shape(op, b_hh_in, {G * H}, "bias_hh [G H]");
   }
   // the backend reads dense tensors; contiguous() is recorded, so gradients flow through it
   Tensor x = dense(x_in), h0 = dense(h0_in), c0 = dense(c0_in), w_ih = dense(w_ih_in), w_hh = dense(w_hh_in),
          b_ih = dense(b_ih_in), b_hh = dense(b_hh_in);
+  // what the backend computes from: bf16 copies of x, h0 and the weights (parameters' copies
+  // kept per autocast scope), f32 biases and cell state; the inputs themselves otherwise
+  auto lower = [&](const Tensor& t) { return bf16 ? cast(autocast_lower(t), DType::bf16) : t; };
+  auto f32 = [&](const Tensor& t) { return bf16 && t.defined() ? cast(t, DType::f32) : t; };
+  const Tensor xc = lower(x), h0c = lower(h0), w_ihc = lower(w_ih), w_hhc = lower(w_hh);
+  const Tensor c0c = f32(c0), b_ihc = f32(b_ih), b_hhc = f32(b_hh);
 
   RnnParams p{.mode = mode, .T = T, .B = B, .I = I, .H = H, .reverse = reverse, .bias = b_ih.defined()};
   p.training = should_record({&x, &h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh});
   Backend& be = backend_of(x);
   RnnLayerResult r;
-  r.y = new_tensor({T, B, H}, x.dtype(), x.device());
-  r.h = new_tensor({B, H}, x.dtype(), x.device());
-  if (lstm) r.c = new_tensor({B, H}, x.dtype(), x.device());
-  Tensor ws = new_tensor({p.training ? be.rnn_workspace_bytes(p, x.dtype()) : 0}, DType::u8, x.device());
-  be.rnn_forward(p, r.y, r.h, r.c, ws, x, h0, c0, w_ih, w_hh, b_ih, b_hh);
+  r.y = new_tensor({T, B, H}, xc.dtype(), x.device());
+  r.h = new_tensor({B, H}, xc.dtype(), x.device());
+  if (lstm) r.c = new_tensor({B, H}, bf16 ? DType::f32 : x.dtype(), x.device());
+  Tensor ws = new_tensor({p.training ? be.rnn_workspace_bytes(p, xc.dtype()) : 0}, DType::u8, x.device());
+  be.rnn_forward(p, r.y, r.h, r.c, ws, xc, h0c, c0c, w_ihc, w_hhc, b_ihc, b_hhc);
   std::vector<Tensor*> outs{&r.y, &r.h};
   if (lstm) outs.push_back(&r.c);
   if (Node* n = record(op, rnn_layer_grads, {&x, &h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh}, outs)) {
-    for (const Tensor* t : {&x, &h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh, &r.y, &r.h, &r.c, &ws}) n->save(*t);
-    int64_t ints[7] = {int64_t(mode), reverse, T, B, I, H, p.bias};
-    std::copy(ints, ints + 7, n->ints);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&xc, &h0c, &c0c, &w_ihc, &w_hhc, &b_ihc, &b_hhc, &r.y,
+                                                                &r.h, &r.c, &ws})
+      n->save(*t);
+    int64_t ints[8] = {int64_t(mode), reverse, T, B, I, H, p.bias, bf16};
+    std::copy(ints, ints + 8, n->ints);
   }
   return r;
 }
@@ -169,10 +199,11 @@ RnnLayerResult run_lengths(RnnMode mode, const Tensor& x, const Tensor& h0, cons
     int64_t live = i + 1;  // rows 0..i are at least t1 long
     RnnLayerResult r = rnn_layer(mode, xs.narrow(0, t0, t1 - t0).narrow(1, 0, live), h.narrow(0, 0, live),
                                  c.defined() ? c.narrow(0, 0, live) : Tensor(), w.w_ih, w.w_hh, w.b_ih, w.b_hh);
+    opt.dtype = r.y.dtype();  // bf16 under autocast (bf16_layer), with an f32 cell state
     if (live < B) {
       ys.push_back(cat({r.y, zeros({t1 - t0, B - live, H}, opt)}, 1));
-      h = cat({r.h, h.narrow(0, live, B - live)}, 0);
-      if (c.defined()) c = cat({r.c, c.narrow(0, live, B - live)}, 0);
+      h = cat({r.h, h.narrow(0, live, B - live).to(r.h.dtype())}, 0);
+      if (c.defined()) c = cat({r.c, c.narrow(0, live, B - live).to(r.c.dtype())}, 0);
     } else {
       ys.push_back(r.y);
       h = r.h;

@@ -36,6 +36,7 @@ class CpuBackend final : public Backend {
                               const ConvParams& p) override;
   int64_t conv2d_channel_block(DType dtype) const override;
   bool native_products(DType dtype) const override;
+  bool rnn_native_bf16() const override;
   void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) override;
   void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) override;
   void avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) override;

@@ -171,6 +171,8 @@ class Backend {
   // instructions; where they do not (bf16 on a CPU without AVX512-BF16 or AMX, which oneDNN
   // emulates slower than f32), autocast keeps those products in f32.
   virtual bool native_products(DType) const { return true; }
+  // Whether recurrent layers run in bf16 themselves (the dtypes at rnn_forward below).
+  virtual bool rnn_native_bf16() const { return false; }
 
   // ---- pooling, NCHW; indices (i64, flat h*W+w within a plane) only for max
   virtual void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) = 0;
@@ -261,6 +263,8 @@ class Backend {
   // LSTM only, else undefined), w_ih [G H, I], w_hh [G H, H], b_ih/b_hh [G H] (undefined
   // without bias) in PyTorch's layout and gate order; y [T, B, H], hy/cy [B, H].
   // workspace: u8 [rnn_workspace_bytes(p)], written by a training forward for backward.
+  // A bf16 layer (rnn_native_bf16()): x, hx, w_ih, w_hh, y, hy bf16; the biases, cx, cy and
+  // every gradient (in and out) f32.
   virtual int64_t rnn_workspace_bytes(const RnnParams& p, DType dtype) = 0;
   virtual void rnn_forward(const RnnParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
                            const Tensor& workspace, const Tensor& x, const Tensor& hx, const Tensor& cx,

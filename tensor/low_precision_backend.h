@@ -373,14 +373,17 @@ class LowPrecisionBackend : public Backend {
     k.scatter(s.out(out, true), dim, index, s.in(src));
     s.finish();
   }
-  // the workspace holds f32 values for a low-precision layer (it runs on f32 twins)
+  // the workspace holds f32 values for a low-precision layer that runs on f32 twins
+  bool rnn_native_bf16() const override { return k.rnn_native_bf16(); }
   int64_t rnn_workspace_bytes(const RnnParams& p, DType dtype) override {
-    return k.rnn_workspace_bytes(p, is_low_precision(dtype) ? DType::f32 : dtype);
+    const bool native = dtype == DType::bf16 && k.rnn_native_bf16();
+    return k.rnn_workspace_bytes(p, is_low_precision(dtype) && !native ? DType::f32 : dtype);
   }
   void rnn_forward(const RnnParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& ws,
                    const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& w_ih, const Tensor& w_hh,
                    const Tensor& b_ih, const Tensor& b_hh) override {
-    if (!low_precision::any_low(y, hy, cy, x, hx, cx, w_ih, w_hh, b_ih, b_hh))
+    if (!low_precision::any_low(y, hy, cy, x, hx, cx, w_ih, w_hh, b_ih, b_hh) ||
+        (x.dtype() == DType::bf16 && k.rnn_native_bf16()))
       return k.rnn_forward(p, y, hy, cy, ws, x, hx, cx, w_ih, w_hh, b_ih, b_hh);
     Stage s(k);
     k.rnn_forward(p, s.out(y), s.out(hy), s.out(cy), ws, s.in(x), s.in(hx), s.in(cx), s.in(w_ih), s.in(w_hh),
@@ -392,7 +395,8 @@ class LowPrecisionBackend : public Backend {
                     const Tensor& ghy, const Tensor& gcy, const Tensor& x, const Tensor& hx, const Tensor& cx,
                     const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, const Tensor& y,
                     const Tensor& hy, const Tensor& cy, const Tensor& ws) override {
-    if (!low_precision::any_low(gx, ghx, gcx, gw_ih, gw_hh, gb_ih, gb_hh, gy, ghy, gcy, x, hx, cx, w_ih, w_hh, b_ih, b_hh, y, hy, cy))
+    if (!low_precision::any_low(gx, ghx, gcx, gw_ih, gw_hh, gb_ih, gb_hh, gy, ghy, gcy, x, hx, cx, w_ih, w_hh, b_ih, b_hh, y, hy, cy) ||
+        (x.dtype() == DType::bf16 && k.rnn_native_bf16()))
       return k.rnn_backward(p, gx, ghx, gcx, gw_ih, gw_hh, gb_ih, gb_hh, gy, ghy, gcy, x, hx, cx, w_ih, w_hh, b_ih,
                             b_hh, y, hy, cy, ws);
     Stage s(k);
