@@ -87,6 +87,11 @@ bool contiguous_same(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+void round_span(DType to, uint16_t* o, const float* x, int64_t n, bool stream) {
+  if (to == DType::bf16) (stream ? stream_to_bf16 : to_bf16)(o, x, n);
+  else to_f16(o, x, n);
+}
+
 bool convert_contiguous(const Tensor& dst, const Tensor& src) {
   if (!contiguous_same(dst, src)) return false;
   DType d = dst.dtype(), s = src.dtype();

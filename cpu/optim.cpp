@@ -13,7 +13,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "convert.h"
 #include "cpu_backend.h"
+#include "stream_store.h"
 #include "loops.h"
 #include "../tensor/parallel.h"
 
@@ -265,9 +267,16 @@ T* at(const std::vector<Tensor>& v, size_t i, int64_t offset) {
 
 }  // namespace
 
-void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                            const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
-                            const std::vector<Tensor>& state3) {
+namespace {
+// Rounded copies are written a block at a time, right after the block's update: the
+// new values are still in L1 when they are converted (2 bytes more per parameter
+// instead of a 4 + 2 byte conversion pass in the next forward).
+constexpr int64_t kRoundBlock = 4096;
+
+// optim_step's pass; `rounded` as optim_step_rounded's, or null.
+void step_pass(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+               const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
+               const std::vector<Tensor>& state3, const std::vector<Tensor>* rounded) {
   // Everything is checked here, outside the parallel region (an exception must not cross it).
   size_t n = params.size();
   bool need1 = step.kind != OptimStep::sgd || step.momentum != 0;
@@ -296,6 +305,14 @@ void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& pa
                                 p.shape().str()));
     }
     if (!p.is_contiguous()) throw Error(fmt::format("optim_step: parameter {} is not contiguous", i));
+    if (rounded && (*rounded)[i].defined()) {
+      const Tensor& r = (*rounded)[i];
+      if (p.dtype() != DType::f32 || (r.dtype() != DType::bf16 && r.dtype() != DType::f16) ||
+          !(r.shape() == p.shape()) || !r.is_contiguous() || !r.device().is_cpu())
+        throw Error(fmt::format("optim_step_rounded: the rounded copy of parameter {} ({} {}) must be a contiguous "
+                                "f16/bf16 CPU tensor of an f32 parameter's shape, got {} {}",
+                                i, p.shape().str(), dtype_name(p.dtype()), r.shape().str(), dtype_name(r.dtype())));
+    }
     starts[i + 1] = starts[i] + p.numel();
   }
   const int64_t total = starts[n];
@@ -305,7 +322,17 @@ void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& pa
     for (; begin < end && i < n; ++i) {
       int64_t lo = begin - starts[i], hi = std::min(end, starts[i + 1]) - starts[i];
       if (hi <= lo) continue;
-      if (params[i].dtype() == DType::f32)
+      if (rounded && (*rounded)[i].defined()) {
+        const Tensor& r = (*rounded)[i];
+        auto* out = static_cast<uint16_t*>(r.data_ptr());
+        bool stream = r.numel() * 2 >= kStreamingStoreBytes;
+        for (int64_t b = lo; b < hi; b += kRoundBlock) {
+          int64_t e = std::min(hi, b + kRoundBlock);
+          run<float>(step, {at<float>(params, i, b), at<float>(grads, i, b), at<float>(state1, i, b),
+                            at<float>(state2, i, b), at<float>(state3, i, b)}, e - b);
+          round_span(r.dtype(), out + b, at<float>(params, i, b), e - b, stream);
+        }
+      } else if (params[i].dtype() == DType::f32)
         run<float>(step, {at<float>(params, i, lo), at<float>(grads, i, lo), at<float>(state1, i, lo),
                           at<float>(state2, i, lo), at<float>(state3, i, lo)}, hi - lo);
       else
@@ -329,6 +356,23 @@ void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& pa
     FlushSubnormals flush;
     range(0, total);
   }
+}
+}  // namespace
+
+void CpuBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                            const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
+                            const std::vector<Tensor>& state3) {
+  step_pass(step, params, grads, state1, state2, state3, nullptr);
+}
+
+bool CpuBackend::optim_step_rounded(const OptimStep& step, const std::vector<Tensor>& params,
+                                    const std::vector<Tensor>& grads, const std::vector<Tensor>& state1,
+                                    const std::vector<Tensor>& state2, const std::vector<Tensor>& state3,
+                                    const std::vector<Tensor>& rounded) {
+  if (rounded.size() != params.size())
+    throw Error(fmt::format("optim_step_rounded: {} rounded copies for {} parameters", rounded.size(), params.size()));
+  step_pass(step, params, grads, state1, state2, state3, &rounded);
+  return true;
 }
 
 // ---- GradScaler's unscale and scale update (optim/grad_scaler.h)
