@@ -90,8 +90,37 @@ void sgd(const OptimStep& s, Ptrs<T> x, int64_t n) {
 // sqrt share one divider unit. One divide fewer: 0.437 -> 0.327 ns/param with the data
 // in L2 (1 thread, Zen 4), margin for machines where the loop's compute nears its
 // memory floor (W6 was 1.25x that floor on a Xeon). The product differs by under an ulp.
+// Where a step also writes autocast's rounded copy of p (optim_step_rounded), or none.
+struct Rounded {
+  uint16_t* out = nullptr;
+  DType dtype = DType::bf16;  // or f16
+};
+
+#ifdef REEL_ADAM_AVX2
+// 8 floats rounded as convert.cpp's to_bf16 / to_f16 round them (bf16: to nearest even
+// on the bits, every NaN the quiet 0x7fc0; f16: F16C), stored at o; `stream` (o 16-byte
+// aligned): past the cache, without the read for ownership (28 -> 30 bytes a parameter
+// instead of 32; the pass fences once at its end)
+inline void store_rounded(uint16_t* o, __m256 v, DType dtype, bool stream) {
+  __m128i h;
+  if (dtype == DType::f16) {
+    h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  } else {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+    // packus works per 128-bit lane: keep lanes 0 and 2 of the packed result
+    h = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
+  }
+  if (stream) _mm_stream_si128(reinterpret_cast<__m128i*>(o), h);
+  else _mm_storeu_si128(reinterpret_cast<__m128i*>(o), h);
+}
+#endif
+
 template <typename T, bool kDecoupledWd, bool kCoupledWd>
-void adam_loop(const OptimStep& s, Ptrs<T> x, int64_t n) {
+void adam_loop(const OptimStep& s, Ptrs<T> x, int64_t n, Rounded rounded) {
   const T wd = T(s.weight_decay), decay = T(1 - s.lr * s.weight_decay);
   const T b1 = T(s.beta1), b2 = T(s.beta2), one_b1 = T(1 - s.beta1), one_b2 = T(1 - s.beta2);
   const T neg_step = T(-(s.lr / s.bias_correction1)), inv_bc2_sqrt = T(1 / std::sqrt(s.bias_correction2)), eps = T(s.eps);
@@ -107,6 +136,7 @@ void adam_loop(const OptimStep& s, Ptrs<T> x, int64_t n) {
                  vb2 = _mm256_set1_ps(b2), v1b1 = _mm256_set1_ps(one_b1), v1b2 = _mm256_set1_ps(one_b2),
                  vstep = _mm256_set1_ps(neg_step), vinv_bc2 = _mm256_set1_ps(inv_bc2_sqrt), veps = _mm256_set1_ps(eps),
                  vsign = _mm256_set1_ps(sign);
+    const bool stream = (reinterpret_cast<uintptr_t>(rounded.out) & 15u) == 0;
     for (; i + 8 <= n; i += 8) {
       __m256 pi = _mm256_loadu_ps(p + i);
       if constexpr (kDecoupledWd) pi = _mm256_mul_ps(pi, vdecay);
@@ -117,10 +147,14 @@ void adam_loop(const OptimStep& s, Ptrs<T> x, int64_t n) {
       _mm256_storeu_ps(m + i, mi);
       _mm256_storeu_ps(v + i, vi);
       __m256 denom = _mm256_fmadd_ps(_mm256_sqrt_ps(vi), vinv_bc2, veps);
-      _mm256_storeu_ps(p + i, _mm256_fmadd_ps(vstep, _mm256_div_ps(mi, denom), pi));
+      __m256 pn = _mm256_fmadd_ps(vstep, _mm256_div_ps(mi, denom), pi);
+      _mm256_storeu_ps(p + i, pn);
+      // in the same pass: the conversion's arithmetic hides under the loop's memory stalls
+      if (rounded.out) store_rounded(rounded.out + i, pn, rounded.dtype, stream);
     }
   }
 #endif
+  const int64_t tail = i;  // the rounded copy's elements from here on are converted after the loop
   // the AVX2 loop's operations (and cuda/optim.cu's), fused where it fuses
   for (; i < n; ++i) {
     T pi = p[i];
@@ -134,17 +168,19 @@ void adam_loop(const OptimStep& s, Ptrs<T> x, int64_t n) {
     T denom = std::fma(std::sqrt(vi), inv_bc2_sqrt, eps);
     p[i] = std::fma(neg_step, mi / denom, pi);
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (rounded.out && tail < n) round_span(rounded.dtype, rounded.out + tail, p + tail, n - tail, false);
 }
 
 template <typename T>
-void adam(const OptimStep& s, Ptrs<T> x, int64_t n) {
+void adam(const OptimStep& s, Ptrs<T> x, int64_t n, Rounded rounded = {}) {
   const bool decoupled = s.kind == OptimStep::adamw, wd = s.weight_decay != 0;
   if (!wd)
-    adam_loop<T, false, false>(s, x, n);
+    adam_loop<T, false, false>(s, x, n, rounded);
   else if (decoupled)
-    adam_loop<T, true, false>(s, x, n);
+    adam_loop<T, true, false>(s, x, n, rounded);
   else
-    adam_loop<T, false, true>(s, x, n);
+    adam_loop<T, false, true>(s, x, n, rounded);
 }
 
 // Adamax: m moment, u infinity norm; p -= lr/bc1 m / u
@@ -268,10 +304,23 @@ T* at(const std::vector<Tensor>& v, size_t i, int64_t offset) {
 }  // namespace
 
 namespace {
-// Rounded copies are written a block at a time, right after the block's update: the
-// new values are still in L1 when they are converted (2 bytes more per parameter
-// instead of a 4 + 2 byte conversion pass in the next forward).
+// Rounded copies cost 2 bytes more per parameter, against a 4 + 2 byte conversion
+// pass in the next forward. Adam's vector loop writes them as it writes p; the other
+// kinds convert a block at a time right after the block's update, the new values
+// still in L1 or L2.
 constexpr int64_t kRoundBlock = 4096;
+#ifdef REEL_ADAM_AVX2
+constexpr bool kFusedAdamRounding = true;
+#else
+constexpr bool kFusedAdamRounding = false;
+#endif
+
+// round_span's streamed stores complete before the copies are read
+void fence_streamed_stores() {
+#ifdef __SSE2__
+  _mm_sfence();
+#endif
+}
 
 // optim_step's pass; `rounded` as optim_step_rounded's, or null.
 void step_pass(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
@@ -326,6 +375,12 @@ void step_pass(const OptimStep& step, const std::vector<Tensor>& params, const s
         const Tensor& r = (*rounded)[i];
         auto* out = static_cast<uint16_t*>(r.data_ptr());
         bool stream = r.numel() * 2 >= kStreamingStoreBytes;
+        if (kFusedAdamRounding && (step.kind == OptimStep::adam || step.kind == OptimStep::adamw)) {
+          adam<float>(step, {at<float>(params, i, lo), at<float>(grads, i, lo), at<float>(state1, i, lo),
+                             at<float>(state2, i, lo), at<float>(state3, i, lo)}, hi - lo, {out + lo, r.dtype()});
+          begin = starts[i + 1];
+          continue;
+        }
         for (int64_t b = lo; b < hi; b += kRoundBlock) {
           int64_t e = std::min(hi, b + kRoundBlock);
           run<float>(step, {at<float>(params, i, b), at<float>(grads, i, b), at<float>(state1, i, b),
@@ -351,10 +406,12 @@ void step_pass(const OptimStep& step, const std::vector<Tensor>& params, const s
       int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
       auto cut = [&](int64_t k) { return k == nt ? total : total * k / nt / 16 * 16; };
       range(cut(t), cut(t + 1));
+      if (rounded) fence_streamed_stores();
     }
   } else {
     FlushSubnormals flush;
     range(0, total);
+    if (rounded) fence_streamed_stores();
   }
 }
 }  // namespace
