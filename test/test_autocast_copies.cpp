@@ -94,7 +94,7 @@ TEST_CASE("no_grad edits and load_state_dict reach the next autocast forward", "
     w.mul_(4.0);
   }
   CHECK(same_bits(copy_of(w), full({2, 3}, 2.0).to(DType::bf16)));
-  NamedTensors state = lin.state_dict();
+  auto state = lin.state_dict();
   for (auto& [name, t] : state)
     if (name == "weight") t = full({2, 3}, -3.0);
   lin.load_state_dict(state);
