@@ -2,6 +2,8 @@
 // optimizer rounds them in its own pass, and every way a parameter can change (a step,
 // no_grad edits, load_state_dict, Module::to, a graph still holding the old copy) gives
 // the next forward the parameter's current values, bit for bit as a fresh cast would.
+#include <reel/cpu/isa.h>
+
 #include <cstring>
 
 #include "gradcheck.h"
@@ -17,8 +19,12 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * x.element_size()) == 0;
 }
 
+// bf16 where the CPU computes bf16 products natively, else f16 (bf16 autocast then runs
+// the products in f32 and keeps no copies)
+DType low() { return cpu::bf16_products_native() ? DType::bf16 : DType::f16; }
+
 // what a forward under `dt` reads for p
-Tensor copy_of(const Tensor& p, DType dt = DType::bf16) {
+Tensor copy_of(const Tensor& p, DType dt = low()) {
   AutocastGuard amp({.dtype = dt});
   return autocast_lower(p);
 }
@@ -30,7 +36,7 @@ nn::Sequential small_model() {
 }  // namespace
 
 TEST_CASE("the optimizer refreshes a read copy in place, as cast() rounds", "[autocast][autocast_copies]") {
-  for (DType dt : {DType::bf16, DType::f16}) {
+  for (DType dt : {low(), DType::f16}) {
     INFO(dtype_name(dt));
     manual_seed(5);
     Tensor w = randn({300, 70}).requires_grad_();  // not a multiple of the 4096-element block
@@ -62,7 +68,7 @@ TEST_CASE("training under autocast with kept copies matches converting every ste
           for (const Tensor& p : m.parameters()) autocast_copy_drop(p);
         Tensor loss;
         {
-          AutocastGuard amp({.dtype = DType::bf16});
+          AutocastGuard amp({.dtype = low()});
           loss = cross_entropy(m(x), y);
         }
         losses.push_back(loss.item<float>());
@@ -88,21 +94,21 @@ TEST_CASE("no_grad edits and load_state_dict reach the next autocast forward", "
     NoGradGuard no_grad;
     w.fill_(0.5);
   }
-  CHECK(same_bits(copy_of(w), full({2, 3}, 0.5).to(DType::bf16)));
+  CHECK(same_bits(copy_of(w), full({2, 3}, 0.5).to(low())));
   {
     NoGradGuard no_grad;
     w.mul_(4.0);
   }
-  CHECK(same_bits(copy_of(w), full({2, 3}, 2.0).to(DType::bf16)));
+  CHECK(same_bits(copy_of(w), full({2, 3}, 2.0).to(low())));
   auto state = lin.state_dict();
   for (auto& [name, t] : state)
     if (name == "weight") t = full({2, 3}, -3.0);
   lin.load_state_dict(state);
-  CHECK(same_bits(copy_of(w), full({2, 3}, -3.0).to(DType::bf16)));
-  AutocastGuard amp({.dtype = DType::bf16});
+  CHECK(same_bits(copy_of(w), full({2, 3}, -3.0).to(low())));
+  AutocastGuard amp({.dtype = low()});
   Tensor out = lin(x);
   CHECK(out.to(DType::f32).to_vector<float>() ==
-        (full({1, 2}, -9.0) + lin.bias.detach()).to(DType::bf16).to(DType::f32).to_vector<float>());
+        (full({1, 2}, -9.0) + lin.bias.detach()).to(low()).to(DType::f32).to_vector<float>());
 }
 
 TEST_CASE("Module::to drops the copy of the storage it replaces", "[autocast][autocast_copies]") {
@@ -115,7 +121,7 @@ TEST_CASE("Module::to drops the copy of the storage it replaces", "[autocast][au
     w.fill_(1.25);
   }
   lin.to(DType::f32);  // new storage, whose version may equal the old one's
-  CHECK(same_bits(copy_of(w), full({3, 4}, 1.25).to(DType::bf16)));
+  CHECK(same_bits(copy_of(w), full({3, 4}, 1.25).to(low())));
   CHECK_FALSE(same_bits(copy_of(w), first));
 }
 
@@ -127,7 +133,7 @@ TEST_CASE("a graph holding the old copy keeps it; the step writes a new one", "[
   Tensor held;
   Tensor out;
   {
-    AutocastGuard amp({.dtype = DType::bf16});
+    AutocastGuard amp({.dtype = low()});
     held = autocast_lower(w);
     out = linear(x, w);  // its graph saves the copy for x's gradient... and w's product
   }
@@ -137,7 +143,7 @@ TEST_CASE("a graph holding the old copy keeps it; the step writes a new one", "[
   CHECK(same_bits(held, old_bits));  // what the pending graph computed with
   Tensor now = copy_of(w);
   CHECK(now.data_ptr() != held.data_ptr());
-  CHECK(same_bits(now, w.detach().to(DType::bf16)));
+  CHECK(same_bits(now, w.detach().to(low())));
   out.sum().backward();  // the graph's own version check still passes
   CHECK(w.grad().defined());
 }
@@ -153,7 +159,7 @@ TEST_CASE("a copy no forward read since the last step is dropped, not refreshed"
   CHECK(copy_of(w).data_ptr() == where);
   opt.step();  // read once more above: refreshed again
   opt.step();  // not read since: dropped; the forward converts afresh
-  CHECK(same_bits(copy_of(w), full({4, 4}, 0.25).to(DType::bf16)));
+  CHECK(same_bits(copy_of(w), full({4, 4}, 0.25).to(low())));
 }
 
 TEST_CASE("optim_step_rounded refuses a rounded copy that does not fit its parameter", "[autocast][autocast_copies]") {
