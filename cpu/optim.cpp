@@ -8,9 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 
 #include "convert.h"
@@ -26,8 +24,8 @@
 #ifdef __SSE2__
 #include <xmmintrin.h>
 #endif
-#if defined(__F16C__) || defined(__AVX2__)
-#include <immintrin.h>
+#if defined(REEL_ADAM_AVX2) && defined(__F16C__)
+#define REEL_ADAM_ROUNDS 1  // Adam's vector loop writes the rounded copies (F16C for f16)
 #endif
 
 namespace reel::cpu {
@@ -96,7 +94,7 @@ struct Rounded {
   DType dtype = DType::bf16;  // or f16
 };
 
-#ifdef REEL_ADAM_AVX2
+#ifdef REEL_ADAM_ROUNDS
 // 8 floats rounded as convert.cpp's to_bf16 / to_f16 round them (bf16: to nearest even
 // on the bits, every NaN the quiet 0x7fc0; f16: F16C), stored at o; `stream` (o 16-byte
 // aligned): past the cache, without the read for ownership (28 -> 30 bytes a parameter
@@ -136,7 +134,9 @@ void adam_loop(const OptimStep& s, Ptrs<T> x, int64_t n, Rounded rounded) {
                  vb2 = _mm256_set1_ps(b2), v1b1 = _mm256_set1_ps(one_b1), v1b2 = _mm256_set1_ps(one_b2),
                  vstep = _mm256_set1_ps(neg_step), vinv_bc2 = _mm256_set1_ps(inv_bc2_sqrt), veps = _mm256_set1_ps(eps),
                  vsign = _mm256_set1_ps(sign);
+#ifdef REEL_ADAM_ROUNDS
     const bool stream = (reinterpret_cast<uintptr_t>(rounded.out) & 15u) == 0;
+#endif
     for (; i + 8 <= n; i += 8) {
       __m256 pi = _mm256_loadu_ps(p + i);
       if constexpr (kDecoupledWd) pi = _mm256_mul_ps(pi, vdecay);
@@ -149,8 +149,10 @@ void adam_loop(const OptimStep& s, Ptrs<T> x, int64_t n, Rounded rounded) {
       __m256 denom = _mm256_fmadd_ps(_mm256_sqrt_ps(vi), vinv_bc2, veps);
       __m256 pn = _mm256_fmadd_ps(vstep, _mm256_div_ps(mi, denom), pi);
       _mm256_storeu_ps(p + i, pn);
+#ifdef REEL_ADAM_ROUNDS
       // in the same pass: the conversion's arithmetic hides under the loop's memory stalls
       if (rounded.out) store_rounded(rounded.out + i, pn, rounded.dtype, stream);
+#endif
     }
   }
 #endif
@@ -309,7 +311,7 @@ namespace {
 // kinds convert a block at a time right after the block's update, the new values
 // still in L1 or L2.
 constexpr int64_t kRoundBlock = 4096;
-#ifdef REEL_ADAM_AVX2
+#ifdef REEL_ADAM_ROUNDS
 constexpr bool kFusedAdamRounding = true;
 #else
 constexpr bool kFusedAdamRounding = false;
