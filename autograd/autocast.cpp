@@ -4,31 +4,58 @@
 
 #include <atomic>
 #include <cstdio>
-#include <unordered_map>
+#include <mutex>
 
 #include "../tensor/backend.h"
 #include "../tensor/error.h"
 #include "op_support.h"
 
 namespace reel {
+
+// A parameter's low-precision copy, kept from one autocast forward to the next: valid
+// while the parameter's handle still points at the same storage, place and strides and
+// the storage's version (bumped by every in-place write: copy_, fill_, the in-place
+// methods, optimizer steps, load_state_dict's copies) has not moved.
+struct AutocastCopy : RefCounted {
+  Tensor copy;
+  Ref<Storage> of;  // pinned, so a new storage at a freed one's address never matches
+  int64_t offset = 0;
+  Dims strides;
+  uint32_t version = 0;
+  bool used = false;  // read by a forward since it was made or last refreshed
+  bool matches(const Tensor& t) const {
+    return of.get() == t.storage().get() && offset == t.offset() && strides == t.strides() &&
+           version == t.storage()->version() && copy.shape() == t.shape();
+  }
+};
+void ref_inc(AutocastCopy* c) { c->refs.fetch_add(1, std::memory_order_relaxed); }
+void ref_dec(AutocastCopy* c) {
+  if (c->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;
+}
+
 namespace {
 
 struct AutocastState {
   bool enabled[2] = {false, false};  // by DeviceType
   DType dtype[2] = {DType::bf16, DType::f16};  // PyTorch's defaults: bf16 on the CPU, f16 on CUDA
-  int depth = 0;  // guards open on this thread
-  // Low-precision copies of parameters made in the outermost scope: a model that
-  // reads a weight many times (a recurrent loop, tied embeddings) converts it once.
-  struct Cached {
-    Tensor source;  // pins the key's address
-    uint32_t version;
-    Tensor copy;
-  };
-  std::unordered_map<const TensorImpl*, Cached> cache;
 };
 thread_local AutocastState tls_autocast;
 
 int slot(DeviceType d) { return d == DeviceType::CUDA ? 1 : 0; }
+
+// Guards every TensorImpl::autocast_copy: threads may run forwards of one model.
+std::mutex copies_mutex;
+
+Ref<AutocastCopy> make_copy(const Tensor& source, const Tensor& copy, bool used) {
+  Ref<AutocastCopy> c = make_ref<AutocastCopy>();
+  c->copy = copy;
+  c->of = source.storage();
+  c->offset = source.offset();
+  c->strides = source.strides();
+  c->version = source.storage()->version();
+  c->used = used;
+  return c;
+}
 
 // A dtype the device's backend would emulate (bf16 on a CPU without AVX512-BF16 or AMX:
 // slower than f32): the products compute in f32 (inputs converted up, outputs f32); said
@@ -54,14 +81,12 @@ AutocastGuard::AutocastGuard(AutocastOptions opt) : device_(opt.device) {
   prev_dtype_ = s.dtype[slot(device_)];
   s.enabled[slot(device_)] = opt.enabled;
   s.dtype[slot(device_)] = opt.dtype;
-  ++s.depth;
 }
 
 AutocastGuard::~AutocastGuard() {
   AutocastState& s = tls_autocast;
   s.enabled[slot(device_)] = prev_enabled_;
   s.dtype[slot(device_)] = prev_dtype_;
-  if (--s.depth == 0) s.cache.clear();
 }
 
 bool autocast_active(const Tensor& t) {
@@ -73,17 +98,45 @@ Tensor autocast_lower(const Tensor& t) {
   DType to = tls_autocast.dtype[slot(t.device().type)];
   if (products_fall_back(t, to)) to = DType::f32;
   if (t.dtype() == to) return t;
-  bool cacheable = t.is_leaf() && t.requires_grad();
-  if (cacheable) {
-    auto it = tls_autocast.cache.find(t.impl());
-    // an inner guard of the other dtype converts again (and keeps its copy instead)
-    if (it != tls_autocast.cache.end() && it->second.version == t.storage()->version() &&
-        it->second.copy.dtype() == to)
-      return it->second.copy;
+  if (!(t.is_leaf() && t.requires_grad())) return cast(t, to);
+  {
+    std::lock_guard lock(copies_mutex);
+    if (AutocastCopy* c = t.impl()->autocast_copy.get(); c && c->matches(t) && c->copy.dtype() == to) {
+      c->used = true;
+      return c->copy;
+    }
   }
+  // an inner guard of the other dtype converts again (and keeps its copy instead)
   Tensor copy = cast(t, to);
-  if (cacheable) tls_autocast.cache[t.impl()] = {t, t.storage()->version(), copy};
+  std::lock_guard lock(copies_mutex);
+  t.impl()->autocast_copy = make_copy(t, copy, true);
   return copy;
+}
+
+Tensor autocast_copy_target(const Tensor& p) {
+  std::lock_guard lock(copies_mutex);
+  Ref<AutocastCopy>& slot_ref = p.impl()->autocast_copy;
+  AutocastCopy* c = slot_ref.get();
+  if (!c) return Tensor();
+  if (!c->used || !(c->copy.shape() == p.shape()) || !(c->copy.device() == p.device())) {
+    slot_ref.reset();  // not read since the last step: its memory back, no refresh paid
+    return Tensor();
+  }
+  // A copy a recorded graph still holds (retain_graph, a forward not yet backpropagated)
+  // keeps the values that graph computed with: the new values go to a new buffer.
+  const Tensor& t = c->copy;
+  if (t.impl()->refs.load() == 1 && t.storage()->refs.load() == 1 && t.is_contiguous()) return t;
+  return empty(p.shape(), {.dtype = t.dtype(), .device = p.device()});
+}
+
+void autocast_copy_written(const Tensor& p, const Tensor& copy) {
+  std::lock_guard lock(copies_mutex);
+  p.impl()->autocast_copy = make_copy(p, copy, false);
+}
+
+void autocast_copy_drop(const Tensor& p) {
+  std::lock_guard lock(copies_mutex);
+  p.impl()->autocast_copy.reset();
 }
 
 Tensor autocast_f32(const Tensor& t) {

@@ -98,6 +98,9 @@ class CpuBackend final : public Backend {
   void optim_step(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                   const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
                   const std::vector<Tensor>& state3) override;
+  bool optim_step_rounded(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                          const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
+                          const std::vector<Tensor>& state3, const std::vector<Tensor>& rounded) override;
   void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) override;
   void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                         double growth_factor, double backoff_factor, int64_t growth_interval) override;

@@ -1,13 +1,15 @@
 // Matrix products. f32 and bf16: oneDNN matmul, compute-bound, with the bias and the
 // relu fused as post-ops and strided views handed over as they are, so a transposed
 // operand costs no copy; bf16 operands accumulate in f32 and may write an f32 result
-// (autocast's gradients of f32 inputs). f64 (gradient checks), tiny products and
+// (autocast's gradients of f32 inputs; the large ones with a short K through
+// cpu/amx_matmul.cpp on AMX). f64 (gradient checks), tiny products and
 // empty inner dims: plain loops (bf16 ones on f32 copies).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "amx_matmul.h"
 #include "cpu_backend.h"
 #include "dnnl_common.h"
 #include "loops.h"
@@ -80,6 +82,14 @@ void matmul_dnnl(const MatmulArgs& m) {
       B = 1;
     }
   }
+  // A weight gradient of bf16 operands into f32 (K the batch, C the weight's size): the
+  // AMX kernel that writes C in row strips (cpu/amx_matmul.cpp).
+  if (B == 1 && a.t.dtype() == DType::bf16 && b.t.dtype() == DType::bf16 && m.out.dtype() == DType::f32 &&
+      !m.bias.defined() && !m.row_bias.defined() && !m.relu && a.d[2] <= kAmxShortK && M * N >= (int64_t(1) << 20) &&
+      b.s[2] == 1 && m.out.is_contiguous() &&
+      amx_short_k_matmul(static_cast<float*>(m.out.data_ptr()), N, static_cast<const uint16_t*>(a.t.data_ptr()),
+                         a.s[1], a.s[2], static_cast<const uint16_t*>(b.t.data_ptr()), b.s[1], M, N, a.d[2]))
+    return;
   // A column-major a (a transposed view: the weight gradient g^T x) that is reused over
   // many more columns than it has rows is copied to row-major first: oneDNN's brgemm
   // kernels stream it better (W8's [1024, 128] x [128, 25000]: 42.9 -> 37.8 ms in f32,

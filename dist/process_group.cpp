@@ -236,6 +236,8 @@ void ProcessGroup::broadcast(const Tensor& t, int root, Site site) {
   check_descriptors(g, name, describe(kBroadcast, &t, root), site);
   g.stats.collectives++;
   g.stats.broadcast_bytes += uint64_t(t.numel()) * t.element_size();
+  // an in-place write: autocast's kept copy of a parameter (and a saved tensor's check) must see it
+  t.storage()->bump_version();
   if (t.device().is_cuda()) return nccl::broadcast(g, t, root, site);
   Tensor buf = host_buffer(t);
   check_mpi(MPI_Bcast(buf.data_ptr(), int(buf.numel()), mpi_type(buf.dtype()), root, g.comm), name, site);

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "../autograd/autocast.h"
 #include "../autograd/grad_mode.h"
 #include "../tensor/safetensors.h"
 #include "../tensor/torch_pt.h"
@@ -362,6 +363,7 @@ void rebind(Tensor& t, const Tensor& moved) {
   impl->strides = moved.strides();
   impl->offset = moved.offset();
   impl->dtype = moved.dtype();
+  autocast_copy_drop(t);  // the old storage is no longer pinned by it
 }
 
 template <typename Convert>

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "../autograd/autocast.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/ops.h"
 #include "../tensor/safetensors.h"
@@ -162,8 +163,18 @@ void Optimizer::step(Site site) {
       s.bias_correction1 = 1 - std::pow(h.beta1, double(b.step));
       s.bias_correction2 = 1 - std::pow(h.beta2, double(b.step));
       if (h.kind == OptimStep::adagrad) s.bias_correction1 = 1 + double(b.step - 1) * h.lr_decay;
-      backend_for(b.device).optim_step(s, b.p, b.g, b.s1, b.s2, b.s3);
+      // autocast's copies of the parameters a forward read, rounded in the same pass
+      std::vector<Tensor> rounded;
+      bool any_rounded = false;
+      for (const Tensor& p : b.p) any_rounded |= rounded.emplace_back(autocast_copy_target(p)).defined();
+      bool wrote = any_rounded && backend_for(b.device).optim_step_rounded(s, b.p, b.g, b.s1, b.s2, b.s3, rounded);
+      if (!wrote) backend_for(b.device).optim_step(s, b.p, b.g, b.s1, b.s2, b.s3);
       for (Tensor& p : b.p) p.storage()->bump_version();
+      for (size_t k = 0; k < rounded.size(); ++k)
+        if (rounded[k].defined()) {
+          if (wrote) autocast_copy_written(b.p[k], rounded[k]);
+          else autocast_copy_drop(b.p[k]);
+        }
     }
   }
   ++steps_;

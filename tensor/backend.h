@@ -307,6 +307,17 @@ class Backend {
   virtual void optim_step(const OptimStep& step, const std::vector<Tensor>& params,
                           const std::vector<Tensor>& grads, const std::vector<Tensor>& state1,
                           const std::vector<Tensor>& state2, const std::vector<Tensor>& state3) = 0;
+  // optim_step, and in the same pass rounded[i] (undefined, or a contiguous f16/bf16
+  // tensor of params[i]'s shape) = params[i]'s new value as cast() would round it: the
+  // copy autocast's next forward reads (autograd/autocast.h). f32 params only. Returns
+  // false, having done nothing, where the backend has no such pass (the caller then
+  // calls optim_step and drops the copies).
+  virtual bool optim_step_rounded(const OptimStep&, const std::vector<Tensor>& /*params*/,
+                                  const std::vector<Tensor>& /*grads*/, const std::vector<Tensor>& /*state1*/,
+                                  const std::vector<Tensor>& /*state2*/, const std::vector<Tensor>& /*state3*/,
+                                  const std::vector<Tensor>& /*rounded*/) {
+    return false;
+  }
 
   // ---- mixed precision (optim::GradScaler, PyTorch's _amp_foreach_non_finite_check_and_unscale_
   // and _amp_update_scale_). One fused pass over every gradient of this device: for each i,

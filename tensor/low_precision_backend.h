@@ -434,6 +434,16 @@ class LowPrecisionBackend : public Backend {
                  s.out(state3, true));
     s.finish();
   }
+  // the rounded copies are the inner backend's to write; low-precision parameters or
+  // state go through optim_step's staging, with no copies
+  bool optim_step_rounded(const OptimStep& step, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                          const std::vector<Tensor>& state1, const std::vector<Tensor>& state2,
+                          const std::vector<Tensor>& state3, const std::vector<Tensor>& rounded) override {
+    if (low_precision::any_low(params) || low_precision::any_low(grads) || low_precision::any_low(state1) ||
+        low_precision::any_low(state2) || low_precision::any_low(state3))
+      return false;
+    return k.optim_step_rounded(step, params, grads, state1, state2, state3, rounded);
+  }
   // the scaler's own kernels read f16/bf16 gradients themselves (vectorised, in f32)
   void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) override {
     k.amp_unscale(grads, found_inf, inv_scale);

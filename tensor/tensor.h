@@ -29,6 +29,9 @@ namespace reel {
 struct Node;  // autograd/node.h: one tape entry
 void ref_inc(Node* n);
 void ref_dec(Node* n);
+struct AutocastCopy;  // autograd/autocast.cpp: a parameter's f16/bf16 copy kept between steps
+void ref_inc(AutocastCopy* c);
+void ref_dec(AutocastCopy* c);
 
 class TensorImpl : public RefCounted {
  public:
@@ -41,6 +44,7 @@ class TensorImpl : public RefCounted {
   Ref<Storage> storage;
   Ref<Node> grad_fn;  // the tape entry that made this tensor; null for leaves
   Ref<TensorImpl> grad;  // accumulated gradient of a leaf
+  Ref<AutocastCopy> autocast_copy;  // set on leaves that require grad, by autocast (guarded there)
 };
 inline void ref_inc(TensorImpl* t) { t->refs.fetch_add(1, std::memory_order_relaxed); }
 inline void ref_dec(TensorImpl* t) {

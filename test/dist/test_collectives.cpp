@@ -67,6 +67,24 @@ TEST_CASE("dist: broadcast from each root", "[dist][collectives]") {
   }
 }
 
+TEST_CASE("dist: broadcast is an in-place write that autocast's kept copy sees", "[dist][collectives]") {
+  int r = pg().rank();
+  Tensor w = full({4, 4}, 1.0 + r).requires_grad_();
+  uint32_t before = w.storage()->version();
+  Tensor old;
+  {
+    AutocastGuard amp({.dtype = DType::f16});
+    old = autocast_lower(w);  // kept on w, at its current version
+  }
+  {
+    NoGradGuard no_grad;
+    pg().broadcast(w, 0);
+  }
+  CHECK(w.storage()->version() != before);
+  AutocastGuard amp({.dtype = DType::f16});
+  CHECK(autocast_lower(w).to(DType::f32).contiguous().to_vector<float>() == std::vector<float>(16, 1.0f));
+}
+
 TEST_CASE("dist: all_gather in rank order", "[dist][collectives]") {
   int r = pg().rank(), n = pg().size();
   Tensor t = tensor({double(r), double(r * r)});
