@@ -87,6 +87,13 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Dims& w_shape,
   return gw;
 }
 
+// A fresh [N, C, H, W] activation for a convolution in `dtype` to write: channels-last
+// where the backend keeps that dtype's activations so (Backend::channels_last), else plain
+Tensor conv_activation(const Backend& be, const Dims& shape, DType dtype, Device device) {
+  const bool cl = be.channels_last(dtype) && is_channels_last(shape, channels_last_strides(shape));
+  return new_tensor(shape, dtype, device, cl ? channels_last_strides(shape) : contiguous_strides(shape));
+}
+
 // Checks everything, then y = conv(x, w) + b (then relu) in one backend call.
 // (`as_given`: what the backend reads in x's place, a channel-blocked x; x then only shapes the checks)
 Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
@@ -137,7 +144,8 @@ Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const T
                               p.padding[0], p.padding[1]), op.site);
     shape[2 + i] = (padded - extent) / p.stride[i] + 1;
   }
-  Tensor y = new_tensor(shape, x.dtype(), x.device());
+  Tensor y = as_given.defined() ? new_tensor(shape, x.dtype(), x.device())
+                                 : conv_activation(backend_of(x), shape, x.dtype(), x.device());
   if (y.numel()) backend_of(x).conv2d_forward(y, as_given.defined() ? as_given : x, w, b, p, relu);
   return y;
 }
@@ -174,7 +182,7 @@ void conv_grads(Node& n, const Tensor& g, Grads& gi) {
     return;
   }
   if (n.needs_grad(0)) {
-    Tensor gx = new_tensor(n.input_shape(0), n.inputs[0].dtype, g.device());
+    Tensor gx = conv_activation(backend_of(g), n.input_shape(0), n.inputs[0].dtype, g.device());
     if (gx.numel()) backend_of(g).conv2d_backward_data(gx, g, n.saved_tensor(1), p);
     gi[0] = gx;
   }

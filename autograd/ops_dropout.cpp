@@ -18,23 +18,27 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
   // f16/bf16 inputs: the uniforms and the scale 1 / (1 - p) stay f32 (rounded to 8 bits
   // they would shift the keep probability and the scale by up to 0.4%); y rounds once
   const DType mask_dtype = is_low_precision(x.dtype()) ? DType::f32 : x.dtype();
-  Tensor mask = new_tensor(x.shape(), mask_dtype, x.device());
+  // mask, y and their temporaries take x's layout (channels-last activations stay so); the
+  // uniforms are drawn in x's logical order whatever its layout, so a seed fixes one mask
+  auto in_layout = [&](DType dt) { return new_in_layout_of(x, x.shape(), dt); };
+  Tensor mask = in_layout(mask_dtype);
   if (p == 1.0) {
     if (mask.numel()) backend_of(x).fill(mask, 0.0);
   } else if (mask.numel()) {
     Tensor u = rand(x.shape(), gen, {.dtype = mask_dtype, .device = x.device()});
-    Tensor keep = new_tensor(x.shape(), DType::boolean, x.device());
+    Tensor keep = in_layout(DType::boolean);
     backend_of(x).unary(UnaryOp::ge_scalar, keep, u, p);
     backend_of(x).copy(mask, keep);
     backend_of(x).unary(UnaryOp::mul_scalar, mask, mask, 1.0 / (1.0 - p));
   }
-  Tensor y = new_like(x);
+  Tensor y = in_layout(x.dtype());
   if (y.numel()) {
     if (mask_dtype == x.dtype()) {
       backend_of(x).binary(BinaryOp::mul, y, x, mask);
     } else {  // x m in f32, rounded once
-      Tensor yf = new_like(mask);
-      backend_of(x).binary(BinaryOp::mul, yf, cast(x, mask_dtype), mask);
+      Tensor xf = in_layout(mask_dtype), yf = in_layout(mask_dtype);
+      backend_of(x).copy(xf, x);
+      backend_of(x).binary(BinaryOp::mul, yf, xf, mask);
       backend_of(x).copy(y, yf);
     }
   }

@@ -81,11 +81,19 @@ void chunks(int64_t n, F&& f) {
   for (int64_t k = 0; k < c; ++k) f(k * kChunk, std::min(n, (k + 1) * kChunk));
 }
 
+// a and b one flat array each, element i of one at the same index as in the other:
+// contiguous, or laid out alike in another dense order (channels-last activations)
 bool contiguous_same(const Tensor& a, const Tensor& b) {
-  return a.is_contiguous() && b.is_contiguous() && a.shape() == b.shape();
+  if (a.shape() != b.shape()) return false;
+  if (a.is_contiguous() && b.is_contiguous()) return true;
+  for (int d = 0; d < a.dim(); ++d)
+    if (a.shape()[d] != 1 && a.strides()[d] != b.strides()[d]) return false;
+  return dense_strides(a.shape(), a.strides());
 }
 
 }  // namespace
+
+void float_to_bf16(uint16_t* o, const float* x, int64_t n) { to_bf16(o, x, n); }
 
 bool convert_contiguous(const Tensor& dst, const Tensor& src) {
   if (!contiguous_same(dst, src)) return false;

@@ -2,6 +2,8 @@
 // pieces every other file leans on.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -236,6 +238,37 @@ Dims contiguous_strides(const Dims& shape) {
       fail("contiguous_strides", fmt::format("the strides of shape {} overflow int64", shape.str()),
            Site{nullptr, 0});
   return s;
+}
+
+Dims channels_last_strides(const Dims& shape) {
+  if (shape.size() != 4) return contiguous_strides(shape);
+  const int64_t C = std::max<int64_t>(shape[1], 1), W = std::max<int64_t>(shape[3], 1);
+  const int64_t H = std::max<int64_t>(shape[2], 1);
+  return Dims{H * W * C, 1, W * C, C};
+}
+
+bool is_channels_last(const Dims& shape, const Dims& strides) {
+  if (shape.size() != 4 || shape[1] == 1 || shape[2] * shape[3] == 1) return false;
+  const Dims cl = channels_last_strides(shape);
+  for (int d = 0; d < 4; ++d)
+    if (shape[d] != 1 && strides[d] != cl[d]) return false;
+  return true;
+}
+
+bool dense_strides(const Dims& shape, const Dims& strides) {
+  std::array<std::pair<int64_t, int64_t>, kMaxDims> by_stride;  // (stride, size) of the dims that step
+  int n = 0;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return true;
+    if (shape[d] != 1) by_stride[size_t(n++)] = {strides[d], shape[d]};
+  }
+  std::sort(by_stride.begin(), by_stride.begin() + n);
+  int64_t expected = 1;
+  for (int i = 0; i < n; ++i) {
+    if (by_stride[size_t(i)].first != expected) return false;
+    expected *= by_stride[size_t(i)].second;
+  }
+  return true;
 }
 
 int64_t check_shape(const char* op, const Dims& shape, int64_t elem_size, const Site& site) {
