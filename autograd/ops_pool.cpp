@@ -155,8 +155,8 @@ Pool2dOptions options_of(const PoolParams& p, bool ceil_mode) {
 Tensor max_pool2d_input_grad(const Tensor& g, const Tensor& indices, const Dims& x_shape, const PoolParams& p) {
   OpScope op("max_pool2d_backward", {});
   // indices are channels-last where the forward's x was (max_pool2d_with_indices)
-  Tensor gx = backend_of(g).channels_last(g.dtype()) ? new_in_layout_of(indices, x_shape, g.dtype())
-                                                     : new_tensor(x_shape, g.dtype(), g.device());
+  const bool cl = backend_of(g).channels_last(g.dtype()) && is_channels_last(indices.shape(), indices.strides());
+  Tensor gx = new_tensor(x_shape, g.dtype(), g.device(), cl ? channels_last_strides(x_shape) : contiguous_strides(x_shape));
   if (gx.numel()) backend_of(gx).max_pool2d_backward(gx, g, indices, p);
   if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
         const Dims& s = n.input_shape(0);
@@ -207,11 +207,9 @@ PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt, Site
   if (opt.divisor_override)
     fail(op.op, fmt::format("divisor_override is avg pooling's; got {}", opt.divisor_override), op.site);
   if (opt.dilation.h != 1 || opt.dilation.w != 1) return dilated_max_pool2d(x, p, opt.dilation, shape);
-  // a channels-last x of a dtype the backend keeps so (Backend::channels_last) gives a
-  // channels-last y, which the next convolution reads without a reorder
-  const Tensor& like = backend_of(x).channels_last(x.dtype()) ? x : Tensor();
-  Tensor y = like.defined() ? new_in_layout_of(like, shape, x.dtype()) : new_tensor(shape, x.dtype(), x.device());
-  Tensor indices = like.defined() ? new_in_layout_of(like, shape, DType::i64) : new_tensor(shape, DType::i64, x.device());
+  // a channels-last x of a dtype the backend keeps so gives a channels-last y, which the
+  // next convolution reads without a reorder
+  Tensor y = new_in_layout_of(x, shape, x.dtype()), indices = new_in_layout_of(x, shape, DType::i64);
   if (y.numel()) backend_of(x).max_pool2d_forward(y, indices, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         gi[0] = max_pool2d_input_grad(g[0], n.saved_tensor(0), n.input_shape(0), recall(n));

@@ -214,7 +214,8 @@ Tensor new_tensor(const Dims& shape, DType dtype, Device device, const Dims& str
 }
 
 Tensor new_in_layout_of(const Tensor& like, const Dims& shape, DType dtype) {
-  const bool cl = like.dim() == 4 && shape.size() == 4 && is_channels_last(like.shape(), like.strides());
+  const bool cl = like.dim() == 4 && shape.size() == 4 && is_channels_last(like.shape(), like.strides()) &&
+                  backend_of(like).channels_last(like.dtype());
   return new_tensor(shape, dtype, like.device(), cl ? channels_last_strides(shape) : contiguous_strides(shape));
 }
 

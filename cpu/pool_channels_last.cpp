@@ -51,8 +51,8 @@ bool lowp_max_pool2d_forward(const Tensor& out, const Tensor& indices, const Ten
   auto* I = static_cast<int64_t*>(indices.data_ptr());
 #pragma omp parallel if (out.numel() >= kParallelGrain)
   {
-    std::vector<float> best(size_t(C));
-    std::vector<int64_t> arg(size_t(C));
+    std::vector<float> best(static_cast<size_t>(C));
+    std::vector<int64_t> arg(static_cast<size_t>(C));
 #pragma omp for schedule(static)
     for (int64_t row = 0; row < N * OH; ++row) {
       const int64_t n = row / OH, oh = row % OH;
@@ -100,7 +100,7 @@ bool lowp_max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& 
   auto* X = static_cast<uint16_t*>(gx.data_ptr());
 #pragma omp parallel if (gx.numel() >= kParallelGrain)
   {
-    std::vector<float> acc(size_t(HW * C));  // one image's gradient, [H W, C]
+    std::vector<float> acc(static_cast<size_t>(HW * C));  // one image's gradient, [H W, C]
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       std::fill(acc.begin(), acc.end(), 0.0f);

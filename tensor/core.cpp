@@ -2,8 +2,6 @@
 // pieces every other file leans on.
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -256,17 +254,20 @@ bool is_channels_last(const Dims& shape, const Dims& strides) {
 }
 
 bool dense_strides(const Dims& shape, const Dims& strides) {
-  std::array<std::pair<int64_t, int64_t>, kMaxDims> by_stride;  // (stride, size) of the dims that step
+  // the dims that step, innermost first: each must step over exactly the ones inside it
+  std::pair<int64_t, int64_t> by_stride[kMaxDims];  // (stride, size)
   int n = 0;
   for (int d = 0; d < shape.size(); ++d) {
     if (shape[d] == 0) return true;
-    if (shape[d] != 1) by_stride[size_t(n++)] = {strides[d], shape[d]};
+    if (shape[d] == 1) continue;
+    int i = n++;
+    for (; i > 0 && by_stride[i - 1].first > strides[d]; --i) by_stride[i] = by_stride[i - 1];
+    by_stride[i] = {strides[d], shape[d]};
   }
-  std::sort(by_stride.begin(), by_stride.begin() + n);
   int64_t expected = 1;
   for (int i = 0; i < n; ++i) {
-    if (by_stride[size_t(i)].first != expected) return false;
-    expected *= by_stride[size_t(i)].second;
+    if (by_stride[i].first != expected) return false;
+    expected *= by_stride[i].second;
   }
   return true;
 }
