@@ -209,7 +209,9 @@ PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt, Site
   if (opt.dilation.h != 1 || opt.dilation.w != 1) return dilated_max_pool2d(x, p, opt.dilation, shape);
   // a channels-last x of a dtype the backend keeps so gives a channels-last y, which the
   // next convolution reads without a reorder
-  Tensor y = new_in_layout_of(x, shape, x.dtype()), indices = new_in_layout_of(x, shape, DType::i64);
+  const bool cl = backend_of(x).channels_last(x.dtype()) && is_channels_last(x.shape(), x.strides());
+  const Dims strides = cl ? channels_last_strides(shape) : contiguous_strides(shape);
+  Tensor y = new_tensor(shape, x.dtype(), x.device(), strides), indices = new_tensor(shape, DType::i64, x.device(), strides);
   if (y.numel()) backend_of(x).max_pool2d_forward(y, indices, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         gi[0] = max_pool2d_input_grad(g[0], n.saved_tensor(0), n.input_shape(0), recall(n));

@@ -214,8 +214,11 @@ Tensor new_tensor(const Dims& shape, DType dtype, Device device, const Dims& str
 }
 
 Tensor new_in_layout_of(const Tensor& like, const Dims& shape, DType dtype) {
+  auto takes_it = [](const Backend& be) {
+    return be.channels_last(DType::bf16) || be.channels_last(DType::f16) || be.channels_last(DType::f32);
+  };
   const bool cl = like.dim() == 4 && shape.size() == 4 && is_channels_last(like.shape(), like.strides()) &&
-                  backend_of(like).channels_last(like.dtype());
+                  takes_it(backend_of(like));
   return new_tensor(shape, dtype, like.device(), cl ? channels_last_strides(shape) : contiguous_strides(shape));
 }
 
@@ -234,7 +237,7 @@ Tensor expand_view(const Tensor& base, const Dims& shape) {
 
 Tensor cast(const Tensor& base, DType dtype) {
   if (base.dtype() == dtype) return base;
-  Tensor out = new_tensor(base.shape(), dtype, base.device());
+  Tensor out = new_in_layout_of(base, base.shape(), dtype);  // a flat conversion, where channels-last
   if (out.numel()) backend_of(base).copy(out, base);
   return out;
 }

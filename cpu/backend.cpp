@@ -189,7 +189,7 @@ void dispatch_all(DType t, Fn&& fn) {
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   if (!dst.device().is_cpu() || !src.device().is_cpu())
     throw Error(fmt::format("copy: the CPU backend cannot copy {} -> {}", src.device().str(), dst.device().str()));
-  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+  if (dst.dtype() == src.dtype() && ((dst.is_contiguous() && src.is_contiguous()) || contiguous_same(dst, src))) {
     std::memcpy(dst.data_ptr(), src.data_ptr(), size_t(dst.numel()) * dst.element_size());
     return;
   }

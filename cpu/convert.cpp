@@ -81,8 +81,8 @@ void chunks(int64_t n, F&& f) {
   for (int64_t k = 0; k < c; ++k) f(k * kChunk, std::min(n, (k + 1) * kChunk));
 }
 
-// a and b one flat array each, element i of one at the same index as in the other:
-// contiguous, or laid out alike in another dense order (channels-last activations)
+}  // namespace
+
 bool contiguous_same(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return false;
   if (a.is_contiguous() && b.is_contiguous()) return true;
@@ -90,8 +90,6 @@ bool contiguous_same(const Tensor& a, const Tensor& b) {
     if (a.shape()[d] != 1 && a.strides()[d] != b.strides()[d]) return false;
   return dense_strides(a.shape(), a.strides());
 }
-
-}  // namespace
 
 void float_to_bf16(uint16_t* o, const float* x, int64_t n) { to_bf16(o, x, n); }
 
@@ -139,6 +137,20 @@ bool lowp_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& 
   auto* o = static_cast<uint16_t*>(out.data_ptr());
   const auto* x = static_cast<const uint16_t*>(a.data_ptr());
   const auto* y = static_cast<const uint16_t*>(b.data_ptr());
+  if (op == BinaryOp::relu_backward) {
+    // bits only, as relu's forward: g where y > 0 or y is NaN, else +0; a NaN g becomes
+    // the quiet NaN that rounding through f32 gives. Half the bytes of a 32-bit lane each.
+    chunks(out.numel(), [&](int64_t i, int64_t j) {
+#pragma omp simd
+      for (int64_t k = i; k < j; ++k) {
+        const uint16_t g = x[k], v = y[k];
+        const bool keep = (v & 0x7fffu) > 0x7f80u || (!(v & 0x8000u) && v != 0);
+        const uint16_t gq = (g & 0x7fffu) > 0x7f80u ? uint16_t(0x7fc0) : g;
+        o[k] = keep ? gq : uint16_t(0);
+      }
+    });
+    return true;
+  }
   auto run = [&](auto f) {
     chunks(out.numel(), [&](int64_t i, int64_t j) {
 #pragma omp simd
@@ -150,7 +162,6 @@ bool lowp_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& 
     case BinaryOp::add: return run([](float p, float q) { return p + q; });
     case BinaryOp::sub: return run([](float p, float q) { return p - q; });
     case BinaryOp::mul: return run([](float p, float q) { return p * q; });
-    case BinaryOp::relu_backward: return run([](float g, float v) { return v <= 0.f ? 0.f : g; });  // NaN passes g
     default: return false;
   }
 }

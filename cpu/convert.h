@@ -6,6 +6,9 @@
 
 namespace reel::cpu {
 
+// Whether a and b are one flat array each, element i of one at the same index as in the
+// other: both contiguous, or laid out alike in another dense order (channels-last).
+bool contiguous_same(const Tensor& a, const Tensor& b);
 // dst = src for tensors of one shape and one dense layout (contiguous, or alike in another
 // order: channels-last) between f32 and f16/bf16 (either way); false otherwise.
 bool convert_contiguous(const Tensor& dst, const Tensor& src);

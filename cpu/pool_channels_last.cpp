@@ -98,20 +98,24 @@ bool lowp_max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& 
   const auto* G = static_cast<const uint16_t*>(gy.data_ptr());
   const auto* I = static_cast<const int64_t*>(indices.data_ptr());
   auto* X = static_cast<uint16_t*>(gx.data_ptr());
+  // one image's gradient [H W, C] per thread, from the allocator's block cache: a fresh
+  // vector of this size (W4: 200 KB) was mmapped and page-faulted in on every call
+  const int64_t threads = omp_get_max_threads();
+  Tensor scratch = empty({threads, HW * C});
 #pragma omp parallel if (gx.numel() >= kParallelGrain)
   {
-    std::vector<float> acc(static_cast<size_t>(HW * C));  // one image's gradient, [H W, C]
+    float* acc = scratch.data<float>() + omp_get_thread_num() * HW * C;
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(acc, acc + HW * C, 0.0f);
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           const uint16_t* g = G + n * gs[0] + oh * gs[2] + ow * gs[3];
           const int64_t* ind = I + n * is[0] + oh * is[2] + ow * is[3];
-          for (int64_t c = 0; c < C; ++c) acc[size_t(ind[c] * C + c)] += bf16_value(g[c * gs[1]]);
+          for (int64_t c = 0; c < C; ++c) acc[ind[c] * C + c] += bf16_value(g[c * gs[1]]);
         }
       uint16_t* dst = X + n * gx.strides()[0];
-      float_to_bf16(dst, acc.data(), HW * C);
+      float_to_bf16(dst, acc, HW * C);
     }
   }
   return true;

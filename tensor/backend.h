@@ -170,8 +170,8 @@ class Backend {
   // Whether this backend keeps 4-D activations of `dtype` channels-last (NHWC memory
   // behind the NCHW shape, is_channels_last): conv2d_forward then gets y in that layout,
   // conv2d_backward_data gx, and max_pool2d its out, indices and gx wherever x is so;
-  // elementwise ops keep it. For convolutions whose kernels read NHWC (oneDNN's AMX bf16
-  // ones), where a plain layout costs a reorder on each side of every convolution.
+  // elementwise ops keep it, in every dtype (its elementwise kernels take that layout). For
+  // convolutions reading NHWC (oneDNN's AMX bf16 ones): plain costs a reorder on each side.
   virtual bool channels_last(DType) const { return false; }
 
   // Whether this backend's matrix products and convolutions in `dtype` run on native
