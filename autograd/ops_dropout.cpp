@@ -26,6 +26,11 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
     if (mask.numel()) backend_of(x).fill(mask, 0.0);
   } else if (mask.numel()) {
     Tensor u = rand(x.shape(), gen, {.dtype = mask_dtype, .device = x.device()});
+    if (!mask.is_contiguous()) {  // into x's layout in one tiled pass (the cpu copy), not in each op after
+      Tensor ul = in_layout(mask_dtype);
+      backend_of(x).copy(ul, u);
+      u = ul;
+    }
     Tensor keep = in_layout(DType::boolean);
     backend_of(x).unary(UnaryOp::ge_scalar, keep, u, p);
     backend_of(x).copy(mask, keep);

@@ -149,3 +149,21 @@ TEST_CASE("a VGG block under bf16 autocast keeps its activations channels-last a
     CHECK(same_values(grads[0][i], grads[1][i]));
   }
 }
+
+TEST_CASE("copies between channels-last and contiguous tensors keep every value, converting dtypes",
+          "[channels_last]") {
+  manual_seed(10);
+  Tensor x = randn({3, 37, 5, 9});  // 37 channels and 45 pixels: tiles of 32 cut on both sides
+  Tensor cl = to_channels_last(x);
+  REQUIRE(channels_last(cl));
+  CHECK(same_values(cl.contiguous(), x));  // channels-last -> contiguous
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    INFO(dtype_name(d));
+    Tensor into_cl = to_channels_last(zeros({3, 37, 5, 9}, {.dtype = d}));
+    into_cl.copy_(x);  // contiguous f32 -> channels-last d
+    CHECK(same_values(into_cl, x.to(d)));
+    Tensor into_plain = zeros({3, 37, 5, 9}, {.dtype = d});
+    into_plain.copy_(cl);  // channels-last f32 -> contiguous d
+    CHECK(same_values(into_plain, x.to(d)));
+  }
+}
