@@ -2,7 +2,8 @@
 // bf16 convolutions write on AMX CPUs, Backend::channels_last), in place of the f32
 // twins that the low-precision layer would make (two conversions and a layout change
 // each way). Memory-bound: each input element read once per window covering it, each
-// output written once; the channel loop is the contiguous, vectorised one. Same values
+// output written once; the channel loop is the contiguous, vectorised one. 2x2 windows at
+// stride 2 and non-overlapping backward windows take one-pass special cases. Same values
 // and indices as cpu/pool.cpp's NCHW loops: the first maximum in scan order wins, and the
 // last NaN; gradients summed in f32 in (oh, ow) order and rounded once.
 #include <algorithm>
@@ -38,6 +39,36 @@ std::pair<int64_t, int64_t> window(int64_t i, int64_t in, int64_t k, int64_t s, 
   return {std::max<int64_t>(b, 0), std::min(e, in)};
 }
 
+// One output pixel of a 2x2 window at stride 2 (nearly every CNN's pooling): the four
+// source pixels' channels read side by side, no running arrays; cpu/pool.cpp's
+// max_plane_2x2 rules (the first maximum wins, then the last NaN).
+void max_pixel_2x2(const uint16_t* r0, const uint16_t* r1, int64_t pixel_step, int64_t base, int64_t W,
+                   uint16_t* y, int64_t* ind, int64_t C) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    float best = bf16_value(r0[c]);
+    int64_t arg = 0;
+    auto consider = [&](float v, int64_t at) {
+      const bool take = v > best || v != v;
+      best = take ? v : best;
+      arg = take ? at : arg;
+    };
+    consider(bf16_value(r0[pixel_step + c]), 1);
+    consider(bf16_value(r1[c]), W);
+    consider(bf16_value(r1[pixel_step + c]), W + 1);
+    uint32_t u;
+    std::memcpy(&u, &best, 4);
+    y[c] = uint16_t(u >> 16);  // a bf16 value read as f32: exact, its low bits zero
+    ind[c] = base + arg;
+  }
+}
+
+// g as the f32 sum 0 + g rounded back gives it: -0 becomes +0, a NaN the quiet NaN
+uint16_t sum_from_zero(uint16_t g) {
+  if (g == 0x8000u) return 0;
+  return (g & 0x7fffu) > 0x7f80u ? uint16_t(0x7fc0) : g;
+}
+
 }  // namespace
 
 bool lowp_max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) {
@@ -49,6 +80,20 @@ bool lowp_max_pool2d_forward(const Tensor& out, const Tensor& indices, const Ten
   const auto* X = static_cast<const uint16_t*>(x.data_ptr());
   auto* Y = static_cast<uint16_t*>(out.data_ptr());
   auto* I = static_cast<int64_t*>(indices.data_ptr());
+  const Dims &xs = x.strides(), &ys = out.strides(), &is = indices.strides();
+  // ceil_mode's clipped last windows take the general loop
+  if (p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 && p.padding[0] == 0 &&
+      p.padding[1] == 0 && 2 * OH <= H && 2 * OW <= W) {
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
+    for (int64_t row = 0; row < N * OH; ++row) {
+      const int64_t n = row / OH, oh = row % OH;
+      const uint16_t* r0 = X + n * xs[0] + 2 * oh * xs[2];
+      for (int64_t ow = 0; ow < OW; ++ow)
+        max_pixel_2x2(r0 + 2 * ow * xs[3], r0 + xs[2] + 2 * ow * xs[3], xs[3], 2 * oh * W + 2 * ow, W,
+                      Y + n * ys[0] + oh * ys[2] + ow * ys[3], I + n * is[0] + oh * is[2] + ow * is[3], C);
+    }
+    return true;
+  }
 #pragma omp parallel if (out.numel() >= kParallelGrain)
   {
     std::vector<float> best(static_cast<size_t>(C));
@@ -89,15 +134,36 @@ bool lowp_max_pool2d_forward(const Tensor& out, const Tensor& indices, const Ten
   return true;
 }
 
-bool lowp_max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams&) {
+bool lowp_max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) {
   if (gx.dtype() != DType::bf16 || gy.dtype() != DType::bf16 || !channels_inner(gx) || !channels_inner(indices))
     return false;
-  const int64_t N = gx.shape()[0], C = gx.shape()[1], HW = gx.shape()[2] * gx.shape()[3];
+  const int64_t N = gx.shape()[0], C = gx.shape()[1], H = gx.shape()[2], W = gx.shape()[3], HW = H * W;
   const int64_t OH = gy.shape()[2], OW = gy.shape()[3];
   const Dims &gs = gy.strides(), &is = indices.strides();
   const auto* G = static_cast<const uint16_t*>(gy.data_ptr());
   const auto* I = static_cast<const int64_t*>(indices.data_ptr());
   auto* X = static_cast<uint16_t*>(gx.data_ptr());
+  if (p.stride[0] == p.kernel[0] && p.stride[1] == p.kernel[1] && p.padding[0] == 0 && p.padding[1] == 0) {
+    // windows that tile x without overlapping: each gx element is its window's g or 0,
+    // written once, with no sums to hold (one pass, no f32 image to zero and convert)
+#pragma omp parallel for schedule(static) if (gx.numel() >= kParallelGrain)
+    for (int64_t row = 0; row < N * H; ++row) {
+      const int64_t n = row / H, h = row % H, oh = h / p.kernel[0];
+      for (int64_t w = 0; w < W; ++w) {
+        const int64_t ow = w / p.kernel[1], at = h * W + w;
+        uint16_t* dst = X + n * gx.strides()[0] + h * gx.strides()[2] + w * gx.strides()[3];
+        if (oh >= OH || ow >= OW) {  // rows and columns no window reaches
+          std::fill(dst, dst + C, uint16_t(0));
+          continue;
+        }
+        const uint16_t* g = G + n * gs[0] + oh * gs[2] + ow * gs[3];
+        const int64_t* ind = I + n * is[0] + oh * is[2] + ow * is[3];
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) dst[c] = ind[c] == at ? sum_from_zero(g[c * gs[1]]) : uint16_t(0);
+      }
+    }
+    return true;
+  }
   // one image's gradient [H W, C] per thread, from the allocator's block cache: a fresh
   // vector of this size (W4: 200 KB) was mmapped and page-faulted in on every call
   const int64_t threads = omp_get_max_threads();

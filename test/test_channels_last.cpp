@@ -87,9 +87,17 @@ TEST_CASE("channels-last bf16 max pooling equals the plain path: values, indices
     CHECK(same_values(pa.values, pb.values));
     CHECK(same_values(pa.indices, pb.indices));
     Tensor g = randn(pa.values.shape()).to(DType::bf16);
-    pa.values.backward(g);
+    g.select(1, 7).fill_(-0.0);  // the f32 sums turn -0 into +0
+    g.select(1, 8).fill_(NAN);
+    pa.values.backward(to_channels_last(g));  // the layout a convolution's gradient has
     pb.values.backward(g);
     CHECK(same_values(a.grad(), b.grad()));  // overlapping windows: sums in f32, one rounding
+    CHECK_FALSE(std::signbit(a.grad().select(1, 7).max().item<float>()));  // == cannot tell -0 from +0
+    CHECK_FALSE(std::signbit(b.grad().select(1, 7).max().item<float>()));
+    a.set_grad(Tensor()), b.set_grad(Tensor());
+    max_pool2d(a, o).backward(g);  // a plain gradient (after Flatten, say)
+    max_pool2d(b, o).backward(g);
+    CHECK(same_values(a.grad(), b.grad()));
   }
 }
 
