@@ -52,7 +52,8 @@ TEST_CASE("bf16 convolutions write channels-last where the backend keeps bf16 so
           "[channels_last][bf16]") {
   manual_seed(3);
   const bool cl = keeps_bf16_channels_last();
-  Tensor x = randn({2, 8, 6, 6}).to(DType::bf16), w = randn({16, 8, 3, 3}).to(DType::bf16);
+  // an image's few channels start the chain
+  Tensor x = randn({2, 3, 6, 6}).to(DType::bf16), w = randn({16, 3, 3, 3}).to(DType::bf16);
   Tensor y = conv2d_relu(x, w, {}, {.padding = 1});
   CHECK(channels_last(y) == cl);
   CHECK(y.is_contiguous() == !cl);
@@ -63,8 +64,13 @@ TEST_CASE("bf16 convolutions write channels-last where the backend keeps bf16 so
   CHECK(channels_last(conv2d(y, randn({4, 16, 1, 1}).to(DType::bf16))) == cl);  // a 1x1 too
   // a single pixel and f32 convolutions stay plain; channels-last f32 (the f32 twins of
   // channels-last bf16) keeps its layout through elementwise ops
-  CHECK(conv2d(x, randn({16, 8, 6, 6}).to(DType::bf16)).is_contiguous());
+  CHECK(conv2d(x, randn({16, 3, 6, 6}).to(DType::bf16)).is_contiguous());
   CHECK(conv2d(x.to(DType::f32), w.to(DType::f32), {}, {.padding = 1}).is_contiguous());
+  // a plain input of many channels (a norm's output) gives a plain output, which the op
+  // after reads as it is; the same input channels-last continues the chain
+  Tensor wide = randn({2, 16, 6, 6}).to(DType::bf16), w16 = randn({8, 16, 3, 3}).to(DType::bf16);
+  CHECK(conv2d(wide, w16, {}, {.padding = 1}).is_contiguous());
+  CHECK(channels_last(conv2d(to_channels_last(wide), w16, {}, {.padding = 1})) == cl);
   CHECK(channels_last(relu(to_channels_last(randn({2, 8, 6, 6})))) == cl);
   CHECK(channels_last(y.to(DType::f32)) == cl);
 }
