@@ -33,11 +33,8 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
     }
     Tensor keep = in_layout(DType::boolean);
     backend_of(x).unary(UnaryOp::ge_scalar, keep, u, p);
-    // m = keep ? 1 / (1 - p) : 0 in one pass, the values of 1.0 * (1 / (1 - p)) in mask's dtype
-    auto scalar = [&](double v) {
-      return expand_view(scalar_tensor(v, {.dtype = mask_dtype, .device = x.device()}), x.shape());
-    };
-    backend_of(x).where(mask, keep, scalar(1.0 / (1.0 - p)), scalar(0.0));
+    backend_of(x).copy(mask, keep);
+    backend_of(x).unary(UnaryOp::mul_scalar, mask, mask, 1.0 / (1.0 - p));
   }
   Tensor y = in_layout(x.dtype());
   if (y.numel()) {

@@ -64,9 +64,10 @@ void max_pixel_2x2(const uint16_t* r0, const uint16_t* r1, int64_t pixel_step, i
 }
 
 // g as the f32 sum 0 + g rounded back gives it: -0 becomes +0, a NaN the quiet NaN
-uint16_t sum_from_zero(uint16_t g) {
-  if (g == 0x8000u) return 0;
-  return (g & 0x7fffu) > 0x7f80u ? uint16_t(0x7fc0) : g;
+// (selects, no branches: the channel loop stays vectorised)
+inline uint16_t sum_from_zero(uint16_t g) {
+  const uint16_t q = (g & 0x7fffu) > 0x7f80u ? uint16_t(0x7fc0) : g;
+  return g == 0x8000u ? uint16_t(0) : q;
 }
 
 }  // namespace
@@ -144,23 +145,19 @@ bool lowp_max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& 
   const auto* I = static_cast<const int64_t*>(indices.data_ptr());
   auto* X = static_cast<uint16_t*>(gx.data_ptr());
   if (p.stride[0] == p.kernel[0] && p.stride[1] == p.kernel[1] && p.padding[0] == 0 && p.padding[1] == 0) {
-    // windows that tile x without overlapping: each gx element is its window's g or 0,
-    // written once, with no sums to hold (one pass, no f32 image to zero and convert)
+    // windows that tile x without overlapping: each gx element is its window's g or 0, so
+    // zeros, then each g written at its argmax, with no f32 image to sum in and convert
+    const int64_t gc = gs[1];
 #pragma omp parallel for schedule(static) if (gx.numel() >= kParallelGrain)
-    for (int64_t row = 0; row < N * H; ++row) {
-      const int64_t n = row / H, h = row % H, oh = h / p.kernel[0];
-      for (int64_t w = 0; w < W; ++w) {
-        const int64_t ow = w / p.kernel[1], at = h * W + w;
-        uint16_t* dst = X + n * gx.strides()[0] + h * gx.strides()[2] + w * gx.strides()[3];
-        if (oh >= OH || ow >= OW) {  // rows and columns no window reaches
-          std::fill(dst, dst + C, uint16_t(0));
-          continue;
+    for (int64_t n = 0; n < N; ++n) {
+      uint16_t* dst = X + n * gx.strides()[0];  // [H W, C]
+      std::fill(dst, dst + HW * C, uint16_t(0));
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const uint16_t* g = G + n * gs[0] + oh * gs[2] + ow * gs[3];
+          const int64_t* ind = I + n * is[0] + oh * is[2] + ow * is[3];
+          for (int64_t c = 0; c < C; ++c) dst[ind[c] * C + c] = sum_from_zero(g[c * gc]);
         }
-        const uint16_t* g = G + n * gs[0] + oh * gs[2] + ow * gs[3];
-        const int64_t* ind = I + n * is[0] + oh * is[2] + ow * is[3];
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) dst[c] = ind[c] == at ? sum_from_zero(g[c * gs[1]]) : uint16_t(0);
-      }
     }
     return true;
   }
