@@ -119,6 +119,13 @@ TEST_CASE("elementwise ops on channels-last bf16 give the plain path's bits; dro
   CHECK(same_values(p.to(DType::f32), pc.to(DType::f32)));
   Tensor bias = randn({16, 1, 1}).to(DType::bf16);
   CHECK(same_values(add(p, bias), add(pc, bias)));  // a broadcast operand
+  // f32 twins (casts keep the layout): the strided loops visit channels-last outputs in
+  // memory order
+  Tensor pf = p.to(DType::f32), qf = q.to(DType::f32);
+  CHECK(channels_last(pf) == keeps_bf16_channels_last());
+  CHECK(same_values(add(pf, qf), add(pc.to(DType::f32), qc.to(DType::f32))));
+  CHECK(same_values(exp(pf), exp(pc.to(DType::f32))));
+  CHECK(same_values(mul(pf, qc.to(DType::f32)), mul(pc.to(DType::f32), qc.to(DType::f32))));
   Generator g1(11), g2(11);
   Tensor da = dropout(p, 0.4, g1, true), db = dropout(pc, 0.4, g2, true);
   CHECK(same_values(da, db));
