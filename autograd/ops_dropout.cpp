@@ -38,14 +38,9 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
   }
   Tensor y = in_layout(x.dtype());
   if (y.numel()) {
-    if (mask_dtype == x.dtype()) {
-      backend_of(x).binary(BinaryOp::mul, y, x, mask);
-    } else {  // x m in f32, rounded once
-      Tensor xf = in_layout(mask_dtype), yf = in_layout(mask_dtype);
-      backend_of(x).copy(xf, x);
-      backend_of(x).binary(BinaryOp::mul, yf, xf, mask);
-      backend_of(x).copy(y, yf);
-    }
+    // f16/bf16 x: x m in f32, rounded once (the low-precision layer's f32 twins, or a
+    // backend's kernel for that mix)
+    backend_of(x).binary(BinaryOp::mul, y, x, mask);
   }
   if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
         gi[0] = mul(g[0], n.saved_tensor(0));  // f32 for a bf16 x: the engine casts it back

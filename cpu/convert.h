@@ -15,7 +15,7 @@ bool convert_contiguous(const Tensor& dst, const Tensor& src);
 // out = f(x) for the ops with a bf16 kernel (relu), operands laid out alike; false for the others.
 bool lowp_unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b);
 // out = f(a, b) for bf16 operands of one shape and one dense layout (add, sub, mul,
-// relu_backward); false otherwise.
+// relu_backward), and bf16 a times f32 b into bf16 (rounded once); false otherwise.
 bool lowp_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 // o[i] = x[i] rounded to bf16 (nearest even, NaN quiet), on the calling thread
 void float_to_bf16(uint16_t* o, const float* x, int64_t n);
