@@ -43,7 +43,17 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
     backend_of(x).binary(BinaryOp::mul, y, x, mask);
   }
   if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
-        gi[0] = mul(g[0], n.saved_tensor(0));  // f32 for a bf16 x: the engine casts it back
+        const Tensor& m = n.saved_tensor(0);
+        if (!grad_enabled() && is_low_precision(g[0].dtype()) && m.dtype() != g[0].dtype() &&
+            g[0].shape() == m.shape()) {
+          // f16/bf16 g: g m in f32 rounded once into g's dtype, the bits the engine's cast
+          // of the f32 product gave, in one call (on the CPU one pass)
+          Tensor gx = new_in_layout_of(g[0], g[0].shape(), g[0].dtype());
+          backend_of(gx).binary(BinaryOp::mul, gx, g[0], m);
+          gi[0] = gx;
+          return;
+        }
+        gi[0] = mul(g[0], m);  // f32 for a bf16 x (create_graph): the engine casts it back
       }, {&x}, {&y}))
     n->save(mask);
   return y;
