@@ -104,6 +104,12 @@ inline bool should_record(std::initializer_list<const Tensor*> inputs) {
 // A new contiguous tensor, no checks (shapes were checked by the caller).
 Tensor new_tensor(const Dims& shape, DType dtype, Device device);
 inline Tensor new_like(const Tensor& t) { return new_tensor(t.shape(), t.dtype(), t.device()); }
+// A fresh tensor laid out by `strides`, which must be dense (dense_strides)
+Tensor new_tensor(const Dims& shape, DType dtype, Device device, const Dims& strides);
+// A fresh tensor of `shape` in dtype, channels-last where `like` is 4-D channels-last on a
+// backend keeping some dtype's activations so (Backend::channels_last), else contiguous:
+// how elementwise ops keep that layout from one convolution to the next
+Tensor new_in_layout_of(const Tensor& like, const Dims& shape, DType dtype);
 // A view of base's storage with the given geometry; not recorded.
 Tensor make_view(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset);
 // base broadcast to shape through stride-0 dims; not recorded.

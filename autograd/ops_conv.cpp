@@ -87,6 +87,18 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Dims& w_shape,
   return gw;
 }
 
+// A fresh [N, C, H, W] activation for a convolution in `dtype` to write: channels-last
+// where the backend keeps that dtype's activations so (Backend::channels_last) and the
+// tensor it comes from, `from`, is channels-last or has few channels (a network's input
+// image: its reorder is cheap, and the chain of channels-last layers starts there), else
+// plain. A plain `from` with many channels comes from an op that writes plain (the norms):
+// a plain y lets the next op read it as it is, and 1x1 convolutions run as GEMMs.
+Tensor conv_activation(const Backend& be, const Dims& shape, DType dtype, Device device, const Tensor& from) {
+  const bool cl = be.channels_last(dtype) && is_channels_last(shape, channels_last_strides(shape)) &&
+                  from.dim() == 4 && (is_channels_last(from.shape(), from.strides()) || from.size(1) < 8);
+  return new_tensor(shape, dtype, device, cl ? channels_last_strides(shape) : contiguous_strides(shape));
+}
+
 // Checks everything, then y = conv(x, w) + b (then relu) in one backend call.
 // (`as_given`: what the backend reads in x's place, a channel-blocked x; x then only shapes the checks)
 Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
@@ -137,7 +149,8 @@ Tensor conv_forward(const OpScope& op, const Tensor& x, const Tensor& w, const T
                               p.padding[0], p.padding[1]), op.site);
     shape[2 + i] = (padded - extent) / p.stride[i] + 1;
   }
-  Tensor y = new_tensor(shape, x.dtype(), x.device());
+  Tensor y = as_given.defined() ? new_tensor(shape, x.dtype(), x.device())
+                                 : conv_activation(backend_of(x), shape, x.dtype(), x.device(), x);
   if (y.numel()) backend_of(x).conv2d_forward(y, as_given.defined() ? as_given : x, w, b, p, relu);
   return y;
 }
@@ -174,7 +187,7 @@ void conv_grads(Node& n, const Tensor& g, Grads& gi) {
     return;
   }
   if (n.needs_grad(0)) {
-    Tensor gx = new_tensor(n.input_shape(0), n.inputs[0].dtype, g.device());
+    Tensor gx = conv_activation(backend_of(g), n.input_shape(0), n.inputs[0].dtype, g.device(), g);
     if (gx.numel()) backend_of(g).conv2d_backward_data(gx, g, n.saved_tensor(1), p);
     gi[0] = gx;
   }

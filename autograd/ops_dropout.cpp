@@ -18,28 +18,42 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
   // f16/bf16 inputs: the uniforms and the scale 1 / (1 - p) stay f32 (rounded to 8 bits
   // they would shift the keep probability and the scale by up to 0.4%); y rounds once
   const DType mask_dtype = is_low_precision(x.dtype()) ? DType::f32 : x.dtype();
-  Tensor mask = new_tensor(x.shape(), mask_dtype, x.device());
+  // mask, y and their temporaries take x's layout (channels-last activations stay so); the
+  // uniforms are drawn in x's logical order whatever its layout, so a seed fixes one mask
+  auto in_layout = [&](DType dt) { return new_in_layout_of(x, x.shape(), dt); };
+  Tensor mask = in_layout(mask_dtype);
   if (p == 1.0) {
     if (mask.numel()) backend_of(x).fill(mask, 0.0);
   } else if (mask.numel()) {
     Tensor u = rand(x.shape(), gen, {.dtype = mask_dtype, .device = x.device()});
-    Tensor keep = new_tensor(x.shape(), DType::boolean, x.device());
+    if (!mask.is_contiguous()) {  // into x's layout in one tiled pass (the cpu copy), not in each op after
+      Tensor ul = in_layout(mask_dtype);
+      backend_of(x).copy(ul, u);
+      u = ul;
+    }
+    Tensor keep = in_layout(DType::boolean);
     backend_of(x).unary(UnaryOp::ge_scalar, keep, u, p);
     backend_of(x).copy(mask, keep);
     backend_of(x).unary(UnaryOp::mul_scalar, mask, mask, 1.0 / (1.0 - p));
   }
-  Tensor y = new_like(x);
+  Tensor y = in_layout(x.dtype());
   if (y.numel()) {
-    if (mask_dtype == x.dtype()) {
-      backend_of(x).binary(BinaryOp::mul, y, x, mask);
-    } else {  // x m in f32, rounded once
-      Tensor yf = new_like(mask);
-      backend_of(x).binary(BinaryOp::mul, yf, cast(x, mask_dtype), mask);
-      backend_of(x).copy(y, yf);
-    }
+    // f16/bf16 x: x m in f32, rounded once (the low-precision layer's f32 twins, or a
+    // backend's kernel for that mix)
+    backend_of(x).binary(BinaryOp::mul, y, x, mask);
   }
   if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
-        gi[0] = mul(g[0], n.saved_tensor(0));  // f32 for a bf16 x: the engine casts it back
+        const Tensor& m = n.saved_tensor(0);
+        if (!grad_enabled() && is_low_precision(g[0].dtype()) && m.dtype() != g[0].dtype() &&
+            g[0].shape() == m.shape()) {
+          // f16/bf16 g: g m in f32 rounded once into g's dtype, the bits the engine's cast
+          // of the f32 product gave, in one call (on the CPU one pass)
+          Tensor gx = new_in_layout_of(g[0], g[0].shape(), g[0].dtype());
+          backend_of(gx).binary(BinaryOp::mul, gx, g[0], m);
+          gi[0] = gx;
+          return;
+        }
+        gi[0] = mul(g[0], m);  // f32 for a bf16 x (create_graph): the engine casts it back
       }, {&x}, {&y}))
     n->save(mask);
   return y;

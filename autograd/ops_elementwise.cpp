@@ -15,7 +15,7 @@ using Grads = std::vector<Tensor>;
 Tensor unary_forward(const OpScope& op, UnaryOp kind, const Tensor& x, double a = 0, double b = 0) {
   check_defined(op, x, "the input");
   Tensor in = x.is_floating_point() ? x : cast(x, DType::f32);
-  Tensor out = new_like(in);
+  Tensor out = new_in_layout_of(in, in.shape(), in.dtype());
   if (out.numel()) backend_of(in).unary(kind, out, in, a, b);
   return out;
 }
@@ -40,7 +40,9 @@ Tensor binary_forward(const OpScope& op, BinaryOp kind, const Tensor& a, const T
     bc.a = cast(bc.a, DType::f32);
     bc.b = cast(bc.b, DType::f32);
   }
-  Tensor out = new_tensor(bc.shape, bc.a.dtype(), bc.a.device());
+  // a channels-last operand (a convolution's activation) keeps the output channels-last
+  const bool a_cl = bc.a.dim() == 4 && is_channels_last(bc.a.shape(), bc.a.strides());
+  Tensor out = new_in_layout_of(a_cl ? bc.a : bc.b, bc.shape, bc.a.dtype());
   if (out.numel()) backend_of(out).binary(kind, out, bc.a, bc.b);
   return out;
 }
@@ -63,7 +65,7 @@ Tensor compare_scalar(const OpScope& op, UnaryOp kind, const Tensor& x, double v
 
 Tensor relu_grad(const Tensor& g, const Tensor& y) {
   if (grad_enabled()) return mul(g, logical_not(le(y, 0.0)).to(g.dtype()));  // keeps g's graph
-  Tensor gx = new_like(y);
+  Tensor gx = new_in_layout_of(y, y.shape(), y.dtype());
   backend_of(gx).binary(BinaryOp::relu_backward, gx, g, y);
   return gx;
 }

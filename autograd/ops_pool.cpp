@@ -154,7 +154,9 @@ Pool2dOptions options_of(const PoolParams& p, bool ceil_mode) {
 // gx = g routed to the saved argmax of each window; dg = gg gathered at the argmax
 Tensor max_pool2d_input_grad(const Tensor& g, const Tensor& indices, const Dims& x_shape, const PoolParams& p) {
   OpScope op("max_pool2d_backward", {});
-  Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
+  // indices are channels-last where the forward's x was (max_pool2d_with_indices)
+  const bool cl = backend_of(g).channels_last(g.dtype()) && is_channels_last(indices.shape(), indices.strides());
+  Tensor gx = new_tensor(x_shape, g.dtype(), g.device(), cl ? channels_last_strides(x_shape) : contiguous_strides(x_shape));
   if (gx.numel()) backend_of(gx).max_pool2d_backward(gx, g, indices, p);
   if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
         const Dims& s = n.input_shape(0);
@@ -205,8 +207,11 @@ PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt, Site
   if (opt.divisor_override)
     fail(op.op, fmt::format("divisor_override is avg pooling's; got {}", opt.divisor_override), op.site);
   if (opt.dilation.h != 1 || opt.dilation.w != 1) return dilated_max_pool2d(x, p, opt.dilation, shape);
-  Tensor y = new_tensor(shape, x.dtype(), x.device());
-  Tensor indices = new_tensor(shape, DType::i64, x.device());
+  // a channels-last x of a dtype the backend keeps so gives a channels-last y, which the
+  // next convolution reads without a reorder
+  const bool cl = backend_of(x).channels_last(x.dtype()) && is_channels_last(x.shape(), x.strides());
+  const Dims strides = cl ? channels_last_strides(shape) : contiguous_strides(shape);
+  Tensor y = new_tensor(shape, x.dtype(), x.device(), strides), indices = new_tensor(shape, DType::i64, x.device(), strides);
   if (y.numel()) backend_of(x).max_pool2d_forward(y, indices, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         gi[0] = max_pool2d_input_grad(g[0], n.saved_tensor(0), n.input_shape(0), recall(n));

@@ -196,17 +196,30 @@ Node* record(const OpScope& op, BackwardFn fn, const std::vector<const Tensor*>&
 
 // ---- helpers
 Tensor new_tensor(const Dims& shape, DType dtype, Device device) {
+  return new_tensor(shape, dtype, device, contiguous_strides(shape));
+}
+
+Tensor new_tensor(const Dims& shape, DType dtype, Device device, const Dims& strides) {
   // Output shapes come from checked input shapes, but a product of them (an outer
   // broadcast, a matmul over an empty inner dim) can still overflow.
   check_shape("allocate", shape, dtype_size(dtype), Site{nullptr, 0});
   auto impl = make_ref<TensorImpl>();
   impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
+  impl->strides = strides;
   impl->dtype = dtype;
   impl->storage = make_ref<Storage>(size_t(numel_of(shape)) * size_t(dtype_size(dtype)), device);
   Tensor t(std::move(impl));
   if (debug_tools_on()) [[unlikely]] debug_alloc(t);  // the profiler counts bytes per op
   return t;
+}
+
+Tensor new_in_layout_of(const Tensor& like, const Dims& shape, DType dtype) {
+  auto takes_it = [](const Backend& be) {
+    return be.channels_last(DType::bf16) || be.channels_last(DType::f16) || be.channels_last(DType::f32);
+  };
+  const bool cl = like.dim() == 4 && shape.size() == 4 && is_channels_last(like.shape(), like.strides()) &&
+                  takes_it(backend_of(like));
+  return new_tensor(shape, dtype, like.device(), cl ? channels_last_strides(shape) : contiguous_strides(shape));
 }
 
 Tensor make_view(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset) {
@@ -224,7 +237,7 @@ Tensor expand_view(const Tensor& base, const Dims& shape) {
 
 Tensor cast(const Tensor& base, DType dtype) {
   if (base.dtype() == dtype) return base;
-  Tensor out = new_tensor(base.shape(), dtype, base.device());
+  Tensor out = new_in_layout_of(base, base.shape(), dtype);  // a flat conversion, where channels-last
   if (out.numel()) backend_of(base).copy(out, base);
   return out;
 }

@@ -184,18 +184,47 @@ void dispatch_all(DType t, Fn&& fn) {
     default: dispatch(t, "copy", fn);
   }
 }
+// dst = src where one is channels-last and the other contiguous, both [N, C, H, W]: per
+// image an [R, S] -> [S, R] transpose (R, S = C, HW one way, HW, C the other) in 32x32
+// tiles, so both sides stay in cache; the row-wise loop read or wrote one element per
+// cache line (dropout's uniforms, Flatten after a channels-last layer). Memory-bound.
+template <typename To, typename From>
+bool copy_transposing(const Tensor& dst, const Tensor& src) {
+  if (dst.dim() != 4 || dst.shape() != src.shape()) return false;
+  const Dims& sh = dst.shape();
+  const bool to_cl = is_channels_last(sh, dst.strides()) && src.is_contiguous();
+  const bool from_cl = dst.is_contiguous() && is_channels_last(sh, src.strides());
+  if (!to_cl && !from_cl) return false;
+  const int64_t N = sh[0], C = sh[1], HW = sh[2] * sh[3], R = to_cl ? C : HW, S = to_cl ? HW : C;
+  To* o = static_cast<To*>(dst.data_ptr());
+  const From* a = static_cast<const From*>(src.data_ptr());
+  constexpr int64_t T = 32;
+  const int64_t rt = (R + T - 1) / T, st = (S + T - 1) / T;
+#pragma omp parallel for collapse(2) schedule(static) if (dst.numel() >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t t = 0; t < rt * st; ++t) {
+      const int64_t r0 = t / st * T, s0 = t % st * T, r1 = std::min(R, r0 + T), s1 = std::min(S, s0 + T);
+      const From* an = a + n * R * S;
+      To* on = o + n * R * S;
+      for (int64_t s = s0; s < s1; ++s)
+        for (int64_t r = r0; r < r1; ++r) on[s * R + r] = convert<To>(an[r * S + s]);
+    }
+  return true;
+}
+
 }  // namespace
 
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   if (!dst.device().is_cpu() || !src.device().is_cpu())
     throw Error(fmt::format("copy: the CPU backend cannot copy {} -> {}", src.device().str(), dst.device().str()));
-  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+  if (dst.dtype() == src.dtype() && ((dst.is_contiguous() && src.is_contiguous()) || contiguous_same(dst, src))) {
     std::memcpy(dst.data_ptr(), src.data_ptr(), size_t(dst.numel()) * dst.element_size());
     return;
   }
   if (convert_contiguous(dst, src)) return;
   dispatch_all(dst.dtype(), [&]<typename To>() {
     dispatch_all(src.dtype(), [&]<typename From>() {
+      if (copy_transposing<To, From>(dst, src)) return;
       for_each_row<To, const From>(dst.shape(), {&dst, &src}, [](auto p, auto st, int64_t n) {
         To* o = std::get<0>(p);
         const From* a = std::get<1>(p);

@@ -6,17 +6,26 @@
 
 namespace reel::cpu {
 
-// dst = src for contiguous tensors of one shape between f32 and f16/bf16 (either way);
-// false when the pair is not one of those.
+// Whether a and b are one flat array each, element i of one at the same index as in the
+// other: both contiguous, or laid out alike in another dense order (channels-last).
+bool contiguous_same(const Tensor& a, const Tensor& b);
+// dst = src for tensors of one shape and one dense layout (contiguous, or alike in another
+// order: channels-last) between f32 and f16/bf16 (either way); false otherwise.
 bool convert_contiguous(const Tensor& dst, const Tensor& src);
 // o[0, n) = x[0, n) rounded to `to` (f16 or bf16) as convert_contiguous rounds, on this
 // thread; `stream`: bf16 stores bypass the cache (an output too large to stay there),
 // weakly ordered: the caller runs _mm_sfence before the result is read (one fence per
 // pass, not per span: a fence waits for the stores in flight to drain).
 void round_span(DType to, uint16_t* o, const float* x, int64_t n, bool stream);
-// out = f(x) for the ops with a bf16 kernel (relu); false for the others.
+// out = f(x) for the ops with a bf16 kernel (relu), operands laid out alike; false for the others.
 bool lowp_unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b);
-// out = f(a, b) for contiguous bf16 operands of one shape (add, sub, mul, relu_backward); false otherwise.
+// out = f(a, b) for bf16 operands of one shape and one dense layout (add, sub, mul,
+// relu_backward), and bf16 a times f32 b into bf16 (rounded once); false otherwise.
 bool lowp_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+// Max pooling of bf16 x whose channels are its contiguous dim (channels-last), out and
+// indices likewise (cpu/pool_channels_last.cpp); false for other operands.
+bool lowp_max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p);
+// Its gradient: gx (channels-last bf16) from gy (bf16, any strides) and the saved indices.
+bool lowp_max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p);
 
 }  // namespace reel::cpu

@@ -35,6 +35,7 @@ class CpuBackend final : public Backend {
   void conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                               const ConvParams& p) override;
   int64_t conv2d_channel_block(DType dtype) const override;
+  bool channels_last(DType dtype) const override;
   bool native_products(DType dtype) const override;
   bool rnn_native_bf16() const override;
   void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) override;

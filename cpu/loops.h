@@ -4,7 +4,9 @@
 #pragma once
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
+#include <span>
 #include <cstdint>
 #include <type_traits>
 
@@ -23,11 +25,19 @@ struct Geometry {
   int64_t strides[N][kMaxDims];  // elements
 };
 
-// Merges dims that are contiguous with each other in every operand.
+// Merges dims that are contiguous with each other in every operand. A first operand
+// (the output) laid out densely in another order than its dims' (channels-last) has its
+// dims visited in its memory order, so the rows run along its contiguous dim; the order
+// of visits is free, as every element is written once.
 template <size_t N>
 Geometry<N> coalesce(const Dims& shape, const std::array<const Tensor*, N>& ts) {
   Geometry<N> g;
-  for (int d = 0; d < shape.size(); ++d) {
+  std::array<int, kMaxDims> order;
+  for (int d = 0; d < shape.size(); ++d) order[size_t(d)] = d;
+  const Dims& s0 = ts[0]->strides();
+  if (!ts[0]->is_contiguous() && dense_strides(shape, s0))
+    std::stable_sort(order.begin(), order.begin() + shape.size(), [&](int a, int b) { return s0[a] > s0[b]; });
+  for (int d : std::span(order.data(), size_t(shape.size()))) {
     if (shape[d] == 1) continue;
     if (g.ndim > 0) {
       bool merge = true;

@@ -2,8 +2,9 @@
 // registered CPU backend is CpuBackend behind the low-precision layer. What runs natively
 // in low precision: bf16 matmul and convolution (oneDNN's avx512_core_bf16 kernels, f32
 // accumulation, f32 or bf16 outputs), and relu, add, sub, mul and relu's gradient on bf16
-// data (cpu/convert.cpp). f16 has no oneDNN kernel on CPUs without AVX512-FP16, so its
-// products compute in f32 on twins, like every other op.
+// data (cpu/convert.cpp), and max pooling of channels-last bf16 (cpu/pool_channels_last.cpp).
+// f16 has no oneDNN kernel on CPUs without AVX512-FP16, so its products compute in f32
+// on twins, like every other op.
 #include "../tensor/low_precision_backend.h"
 
 #include "convert.h"
@@ -23,6 +24,14 @@ class LowPrecisionCpu final : public LowPrecisionBackend<CpuBackend> {
   }
   bool native_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override {
     return lowp_binary(op, out, a, b);
+  }
+  bool native_max_pool_forward(const Tensor& out, const Tensor& indices, const Tensor& x,
+                               const PoolParams& p) override {
+    return lowp_max_pool2d_forward(out, indices, x, p);
+  }
+  bool native_max_pool_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices,
+                                const PoolParams& p) override {
+    return lowp_max_pool2d_backward(gx, gy, indices, p);
   }
 };
 

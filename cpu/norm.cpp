@@ -36,7 +36,9 @@ Planes planes(const Tensor& x) {
     else if (x.strides()[d] != x.strides()[inner] * x.shape()[inner]) t = Tensor();
     inner = d;
   }
-  if (!t.defined()) {
+  // channels-last (bf16 activations on AMX CPUs, Backend::channels_last): the planes merge
+  // at stride C, one element per cache line; a transposed copy (one tiled pass) reads better
+  if (!t.defined() || (x.dim() == 4 && is_channels_last(x.shape(), x.strides()))) {
     t = dense_copy(x);
     ss = 1;
   }

@@ -167,6 +167,13 @@ class Backend {
   // (then the ops hand this backend plain tensors only).
   virtual int64_t conv2d_channel_block(DType) const { return 0; }
 
+  // Whether this backend keeps 4-D activations of `dtype` channels-last (NHWC memory
+  // behind the NCHW shape, is_channels_last): conv2d_forward then gets y in that layout,
+  // conv2d_backward_data gx, and max_pool2d its out, indices and gx wherever x is so;
+  // elementwise ops keep it, in every dtype (its elementwise kernels take that layout). For
+  // convolutions reading NHWC (oneDNN's AMX bf16 ones): plain costs a reorder on each side.
+  virtual bool channels_last(DType) const { return false; }
+
   // Whether this backend's matrix products and convolutions in `dtype` run on native
   // instructions; where they do not (bf16 on a CPU without AVX512-BF16 or AMX, which oneDNN
   // emulates slower than f32), autocast keeps those products in f32.

@@ -240,6 +240,40 @@ Dims contiguous_strides(const Dims& shape) {
   return s;
 }
 
+Dims channels_last_strides(const Dims& shape) {
+  if (shape.size() != 4) return contiguous_strides(shape);
+  const int64_t C = std::max<int64_t>(shape[1], 1), W = std::max<int64_t>(shape[3], 1);
+  const int64_t H = std::max<int64_t>(shape[2], 1);
+  return Dims{H * W * C, 1, W * C, C};
+}
+
+bool is_channels_last(const Dims& shape, const Dims& strides) {
+  if (shape.size() != 4 || shape[1] == 1 || shape[2] * shape[3] == 1) return false;
+  const Dims cl = channels_last_strides(shape);
+  for (int d = 0; d < 4; ++d)
+    if (shape[d] != 1 && strides[d] != cl[d]) return false;
+  return true;
+}
+
+bool dense_strides(const Dims& shape, const Dims& strides) {
+  // the dims that step, innermost first: each must step over exactly the ones inside it
+  std::pair<int64_t, int64_t> by_stride[kMaxDims];  // (stride, size)
+  int n = 0;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return true;
+    if (shape[d] == 1) continue;
+    int i = n++;
+    for (; i > 0 && by_stride[i - 1].first > strides[d]; --i) by_stride[i] = by_stride[i - 1];
+    by_stride[i] = {strides[d], shape[d]};
+  }
+  int64_t expected = 1;
+  for (int i = 0; i < n; ++i) {
+    if (by_stride[i].first != expected) return false;
+    expected *= by_stride[i].second;
+  }
+  return true;
+}
+
 int64_t check_shape(const char* op, const Dims& shape, int64_t elem_size, const Site& site) {
   int64_t extent = std::max<int64_t>(elem_size, 1), n = 1;
   for (int64_t s : shape) {

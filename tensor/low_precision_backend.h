@@ -167,6 +167,7 @@ class LowPrecisionBackend : public Backend {
     s.finish();
   }
   int64_t conv2d_channel_block(DType dtype) const override { return k.conv2d_channel_block(dtype); }
+  bool channels_last(DType dtype) const override { return k.channels_last(dtype); }
   bool native_products(DType dtype) const override { return k.native_products(dtype); }
   void conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) override {
     if (!low_precision::any_low(gx, gy, w) || native_product(gx, gy, w, Tensor())) return k.conv2d_backward_data(gx, gy, w, p);
@@ -183,12 +184,14 @@ class LowPrecisionBackend : public Backend {
   }
   void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) override {
     if (!low_precision::any_low(out, x)) return k.max_pool2d_forward(out, indices, x, p);
+    if (native_max_pool_forward(out, indices, x, p)) return;
     Stage s(k);
     k.max_pool2d_forward(s.out(out), indices, s.in(x), p);
     s.finish();
   }
   void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) override {
     if (!low_precision::any_low(gx, gy)) return k.max_pool2d_backward(gx, gy, indices, p);
+    if (native_max_pool_backward(gx, gy, indices, p)) return;
     Stage s(k);
     k.max_pool2d_backward(s.out(gx), s.in(gy), indices, p);
     s.finish();
@@ -460,6 +463,9 @@ class LowPrecisionBackend : public Backend {
   // Low-precision elementwise kernels of the inner backend: true when it ran one
   virtual bool native_unary(UnaryOp, const Tensor&, const Tensor&, double, double) { return false; }
   virtual bool native_binary(BinaryOp, const Tensor&, const Tensor&, const Tensor&) { return false; }
+  // ... and its low-precision max pooling (channels-last activations): true when it ran
+  virtual bool native_max_pool_forward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { return false; }
+  virtual bool native_max_pool_backward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { return false; }
   Inner k;
 };
 
