@@ -145,7 +145,7 @@ RnnLayerResult rnn_layer(RnnMode mode, const Tensor& x_in, const Tensor& h0_in, 
          b_ih = dense(b_ih_in), b_hh = dense(b_hh_in);
   // what the backend computes from: bf16 copies of x, h0 and the weights (parameters' copies
   // kept per autocast scope), f32 biases and cell state; the inputs themselves otherwise
-  auto lower = [&](const Tensor& t) { return bf16 ? cast(autocast_lower(t), DType::bf16) : t; };
+  auto lower = [&](const Tensor& t) { return bf16 ? autocast_lower(t) : t; };
   auto f32 = [&](const Tensor& t) { return bf16 && t.defined() ? cast(t, DType::f32) : t; };
   const Tensor xc = lower(x), h0c = lower(h0), w_ihc = lower(w_ih), w_hhc = lower(w_hh);
   const Tensor c0c = f32(c0), b_ihc = f32(b_ih), b_hhc = f32(b_hh);

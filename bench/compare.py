@@ -562,10 +562,11 @@ def main():
         reel, ref, py, extra = WORKLOADS[wl]
         extra = [x.format(reps=a.reps) for x in extra]
         configs = []
+        base = os.path.join(os.path.abspath(a.base), "bench", reel) if a.base else ""
+        base = base if base and os.path.isfile(base) else ""
         if exists(reel):
             configs.append(("reel", "default", [os.path.join(bench_dir, reel)]))
-            base = os.path.join(os.path.abspath(a.base), "bench", reel) if a.base else ""
-            if base and os.path.isfile(base):
+            if base:
                 configs.append(("reel-base", "default", [base]))
         elif os.path.isdir(bench_dir):
             print(f"{wl}: {reel} not built in {bench_dir}; skipping reel's side", file=sys.stderr)
@@ -582,8 +583,7 @@ def main():
             amp_env = f"amp-{a.amp}"
             if exists(reel):
                 configs.append(("reel", amp_env, [os.path.join(bench_dir, reel), "--amp", a.amp]))
-                base = os.path.join(os.path.abspath(a.base), "bench", reel) if a.base else ""
-                if base and os.path.isfile(base) and wl in AMP_BEFORE_ISSUE_34:
+                if base and wl in AMP_BEFORE_ISSUE_34:
                     configs.append(("reel-base", amp_env, [base, "--amp", a.amp]))
             if not no_torch:
                 configs.append(("pytorch", amp_env, [a.python, os.path.join(ROOT, "bench/reference/workloads_pytorch.py"),

@@ -128,3 +128,22 @@ TEST_CASE("a bf16 recurrent input outside autocast is refused", "[autocast][rnn]
   Tensor x = randn({4, 2, 3}).to(DType::bf16);
   CHECK_THROWS_WITH(gru(x, Tensor()), Catch::Contains("expected an f32 or f64 input (bf16 under autocast), got"));
 }
+
+TEST_CASE("a NaN or inf in one sequence stays in that sequence under CPU autocast", "[autocast][rnn]") {
+  manual_seed(9);
+  nn::GRU gru(3, 5);
+  Tensor x = randn({6, 3, 3});
+  x.select(0, 2).select(0, 1).fill_(std::nan(""));  // sequence 1, step 2
+  x.select(0, 4).select(0, 2).fill_(INFINITY);      // sequence 2, step 4
+  Tensor y;
+  {
+    AutocastGuard amp({.dtype = DType::bf16});
+    y = gru(x, Tensor()).output.to(DType::f32);
+  }
+  auto finite = [](const Tensor& t) { return isfinite(t).all().item<bool>(); };
+  CHECK(finite(y.select(1, 0)));                                    // untouched sequence
+  CHECK(finite(y.narrow(0, 0, 2).select(1, 1)));                    // before the NaN
+  CHECK(isnan(y.select(0, 2).select(0, 1)).all().item<bool>());     // from the NaN on
+  CHECK(isnan(y.select(0, 5).select(0, 1)).all().item<bool>());
+  CHECK(finite(y.narrow(0, 0, 4).select(1, 2)));                    // before the inf
+}
