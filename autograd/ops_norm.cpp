@@ -9,26 +9,55 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-// An optional per-feature tensor (weight, bias, running statistic) of `shape`.
-// x: a tensor of the input's dtype and device; input: the input's shape (for the message)
-void check_param(const OpScope& op, const Tensor& x, const Dims& input, const Tensor& p, const Dims& shape,
-                 const char* what) {
+// An optional per-feature tensor (weight, bias, running statistic) of `shape` and dtype.
+// x: a tensor of the input's device; input: the input's shape (for the message)
+void check_param(const OpScope& op, const Tensor& x, DType dtype, const Dims& input, const Tensor& p,
+                 const Dims& shape, const char* what) {
   if (!p.defined()) return;
   check_same_device(op, x, p);
-  if (p.dtype() != x.dtype() || !(p.shape() == shape))
+  if (p.dtype() != dtype || !(p.shape() == shape))
     fail(op.op, fmt::format("expected {} of shape {} and dtype {} for the input {}, got {}", what, shape.str(),
-                            dtype_name(x.dtype()), input.str(), describe(p)), op.site);
+                            dtype_name(dtype), input.str(), describe(p)), op.site);
+}
+void check_param(const OpScope& op, const Tensor& x, const Dims& input, const Tensor& p, const Dims& shape,
+                 const char* what) {
+  check_param(op, x, x.dtype(), input, p, shape, what);
 }
 
-// The arguments of a batch norm over an input of `shape` (first: a tensor of its dtype and device).
-void check_bn_args(const OpScope& op, const Dims& shape, const Tensor& first, const Tensor& weight,
+// Under autocast a batch norm computes in f32 (docs/amp.md). bf16 activations that the
+// backend keeps channels-last (Backend::channels_last) stay bf16 in and out, with f32
+// parameters and statistics and f32 arithmetic inside (PyTorch's CPU mixed batch norm):
+// the layout and half the bytes survive the norm, where casts would cost a conversion
+// and a transpose each way. Other inputs are cast to f32.
+struct NormInput {
+  std::vector<Tensor> xs;
+  bool mixed = false;  // xs bf16 channels-last, parameters and statistics f32
+};
+NormInput norm_input(const std::vector<Tensor>& xs) {
+  NormInput r;
+  r.mixed = !xs.empty();
+  for (const Tensor& t : xs)
+    r.mixed = r.mixed && t.defined() && t.dtype() == DType::bf16 && autocast_active(t) &&
+              backend_of(t).channels_last(t.dtype()) && is_channels_last(t.shape(), t.strides());
+  for (const Tensor& t : xs) r.xs.push_back(r.mixed ? t : autocast_f32(t));
+  return r;
+}
+// a fresh tensor for the output or a gradient of a mixed norm: x's layout (channels-last)
+Tensor new_like_layout(const Tensor& x, const Dims& shape, bool mixed) {
+  return mixed ? new_tensor(shape, x.dtype(), x.device(), channels_last_strides(shape))
+               : new_tensor(shape, x.dtype(), x.device());
+}
+
+// The arguments of a batch norm over an input of `shape` (first: a tensor of its device;
+// param_dtype: the parameters' and statistics' dtype, the input's unless mixed).
+void check_bn_args(const OpScope& op, const Dims& shape, const Tensor& first, DType param_dtype, const Tensor& weight,
                    const Tensor& bias, const Tensor& running_mean, const Tensor& running_var, bool training,
                    double eps) {
   Dims channels{shape[1]};
-  check_param(op, first, shape, weight, channels, "a weight");
-  check_param(op, first, shape, bias, channels, "a bias");
-  check_param(op, first, shape, running_mean, channels, "a running_mean");
-  check_param(op, first, shape, running_var, channels, "a running_var");
+  check_param(op, first, param_dtype, shape, weight, channels, "a weight");
+  check_param(op, first, param_dtype, shape, bias, channels, "a bias");
+  check_param(op, first, param_dtype, shape, running_mean, channels, "a running_mean");
+  check_param(op, first, param_dtype, shape, running_var, channels, "a running_var");
   if (running_mean.defined() != running_var.defined())
     fail(op.op, "expected both running_mean and running_var or neither", op.site);
   if (!training && !running_mean.defined())
@@ -55,9 +84,12 @@ struct NormSaved {
   double eps;
   bool want_x, want_w, want_b;
 };
-NormGrads composite_grads(const NormSaved& a, const Tensor& g, const Dims& red, const Dims& param_red,
+NormGrads composite_grads(const NormSaved& a, const Tensor& g_in, const Dims& red, const Dims& param_red,
                           const Dims& shape, bool batch_stats) {
-  const Tensor& x = a.x;
+  // a mixed norm (bf16 x, f32 statistics): the rule in f32, dx back in x's dtype
+  const DType compute = a.mean.dtype();
+  const Tensor x = a.x.dtype() == compute ? a.x : a.x.to(compute);
+  const Tensor g = g_in.dtype() == compute ? g_in : g_in.to(compute);
   Tensor mu, invstd;
   if (batch_stats) {
     mu = mean(x, red, true);
@@ -75,6 +107,7 @@ NormGrads composite_grads(const NormSaved& a, const Tensor& g, const Dims& red, 
   auto to_param = [&](const Tensor& t) { return param_red.size() ? sum(t, param_red) : t; };  // {}: sum all
   if (a.want_w) r.gw = to_param(mul(g, xhat));
   if (a.want_b) r.gb = to_param(g);
+  if (r.gx.defined() && r.gx.dtype() != a.x.dtype()) r.gx = r.gx.to(a.x.dtype());
   return r;
 }
 // The saved state of a rule that saved x, w, mean, invstd at 0..3 for inputs x, w, b.
@@ -108,14 +141,16 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
                   const Tensor& running_var, bool training, double momentum, double eps, Site site) {
   OpScope op("batch_norm", site);
   // the running statistics are updated in place: never copies of them
-  const Tensor x = autocast_f32(x_in), weight = autocast_f32(weight_in), bias = autocast_f32(bias_in);
-  check_defined(op, x, "the input");
+  check_defined(op, x_in, "the input");
+  const NormInput in = norm_input({x_in});
+  const Tensor x = in.xs[0], weight = autocast_f32(weight_in), bias = autocast_f32(bias_in);
   check_floating(op, x, "the input");
   if (x.dim() < 2) fail(op.op, fmt::format("expected an input [N, C, *] of at least 2 dims, got {}", describe(x)), op.site);
-  check_bn_args(op, x.shape(), x, weight, bias, running_mean, running_var, training, eps);
+  const DType stats = in.mixed ? DType::f32 : x.dtype();
+  check_bn_args(op, x.shape(), x, stats, weight, bias, running_mean, running_var, training, eps);
   Dims channels{x.size(1)};
-  Tensor y = new_like(x);
-  Tensor mean = new_tensor(channels, x.dtype(), x.device()), invstd = new_tensor(channels, x.dtype(), x.device());
+  Tensor y = new_like_layout(x, x.shape(), in.mixed);
+  Tensor mean = new_tensor(channels, stats, x.device()), invstd = new_tensor(channels, stats, x.device());
   if (x.numel()) {
     backend_of(x).batch_norm_forward(y, mean, invstd, x, weight, bias, running_mean, running_var, training, momentum,
                                      eps);
@@ -130,9 +165,10 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
           gi = {r.gx, r.gw, r.gb};
           return;
         }
-        Tensor gx = new_like(x);
-        Tensor gw = n.needs_grad(1) ? new_tensor(n.input_shape(1), x.dtype(), x.device()) : Tensor();
-        Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), x.dtype(), x.device()) : Tensor();
+        const DType stats = n.saved_tensor(2).dtype();
+        Tensor gx = new_like_layout(x, x.shape(), stats != x.dtype());
+        Tensor gw = n.needs_grad(1) ? new_tensor(n.input_shape(1), stats, x.device()) : Tensor();
+        Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), stats, x.device()) : Tensor();
         if (x.numel()) {
           backend_of(x).batch_norm_backward(gx, gw, gb, g[0], x, n.saved_tensor(1), n.saved_tensor(2),
                                             n.saved_tensor(3), n.ints[0] != 0);
@@ -183,14 +219,22 @@ struct NormReluInputs {
   std::vector<Tensor> xs;
   Tensor weight, bias;
   Dims shape;
+  bool mixed = false;  // bf16 channels-last pieces, f32 parameters and statistics (norm_input)
+  DType stats() const { return mixed ? DType::f32 : xs[0].dtype(); }
 };
 NormReluInputs norm_relu_inputs(const OpScope& op, const std::vector<Tensor>& xs_in, const Tensor& weight,
                                 const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
-                                bool training, double eps) {
-  // cast before checking: under autocast a DenseNet's pieces mix f32 (the stem's
-  // pooled output) and bf16 (the layers' convolutions), and all of them compute in f32
+                                bool training, double eps, bool allow_mixed) {
+  // cast before checking: under autocast a DenseNet's pieces may mix f32 and bf16, and
+  // then all of them compute in f32
   NormReluInputs r;
-  for (const Tensor& t : xs_in) r.xs.push_back(autocast_f32(t));
+  if (allow_mixed) {
+    NormInput in = norm_input(xs_in);
+    r.xs = std::move(in.xs);
+    r.mixed = in.mixed;
+  } else {
+    for (const Tensor& t : xs_in) r.xs.push_back(autocast_f32(t));
+  }
   check_joinable(op, r.xs, 1);
   r.weight = autocast_f32(weight), r.bias = autocast_f32(bias);
   const Tensor& x0 = r.xs[0];
@@ -199,7 +243,7 @@ NormReluInputs norm_relu_inputs(const OpScope& op, const std::vector<Tensor>& xs
     fail(op.op, fmt::format("expected inputs [N, C, *] of at least 2 dims, got {}", describe(x0)), op.site);
   r.shape = x0.shape();
   for (size_t j = 1; j < r.xs.size(); ++j) r.shape[1] += r.xs[j].shape()[1];
-  check_bn_args(op, r.shape, x0, r.weight, r.bias, running_mean, running_var, training, eps);
+  check_bn_args(op, r.shape, x0, r.stats(), r.weight, r.bias, running_mean, running_var, training, eps);
   return r;
 }
 
@@ -235,11 +279,13 @@ void norm_relu_grads(Node& n, const Tensor& g, Grads& gi, bool blocked) {
   if (grad_enabled() && y.numel())
     return blocked ? relu_norm_graph_grads(n, xs, from_channel_blocks(y), from_channel_blocks(g), gi)
                    : relu_norm_graph_grads(n, xs, y, g, gi);
+  const DType stats = mean.dtype();
+  const bool mixed = stats != y.dtype();
   std::vector<Tensor> gxs(k);
   for (size_t j = 0; j < k; ++j)
-    if (n.needs_grad(j)) gxs[j] = new_like(xs[j]);
-  Tensor gw = n.needs_grad(k) ? new_tensor(n.input_shape(k), y.dtype(), y.device()) : Tensor();
-  Tensor gb = n.needs_grad(k + 1) ? new_tensor(n.input_shape(k + 1), y.dtype(), y.device()) : Tensor();
+    if (n.needs_grad(j)) gxs[j] = new_like_layout(xs[j], xs[j].shape(), mixed);
+  Tensor gw = n.needs_grad(k) ? new_tensor(n.input_shape(k), stats, y.device()) : Tensor();
+  Tensor gb = n.needs_grad(k + 1) ? new_tensor(n.input_shape(k + 1), stats, y.device()) : Tensor();
   Backend& be = backend_of(y);
   if (y.numel() && blocked) {
     be.batch_norm_relu_blocked_backward(gxs, gw, gb, g, xs, y, w, mean, invstd, training);
@@ -261,10 +307,11 @@ Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in
                        const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
                        double eps, Site site) {
   OpScope op("batch_norm_relu", site);
-  const NormReluInputs in = norm_relu_inputs(op, xs_in, weight_in, bias_in, running_mean, running_var, training, eps);
+  const NormReluInputs in =
+      norm_relu_inputs(op, xs_in, weight_in, bias_in, running_mean, running_var, training, eps, true);
   const Tensor& x0 = in.xs[0];
-  Tensor y = new_tensor(in.shape, x0.dtype(), x0.device());
-  Tensor mean = new_tensor({in.shape[1]}, x0.dtype(), x0.device()), invstd = new_like(mean);
+  Tensor y = new_like_layout(x0, in.shape, in.mixed);
+  Tensor mean = new_tensor({in.shape[1]}, in.stats(), x0.device()), invstd = new_like(mean);
   if (y.numel()) {
     backend_of(x0).batch_norm_relu_forward(y, mean, invstd, in.xs, in.weight, in.bias, running_mean, running_var,
                                            training, momentum, eps);
@@ -283,7 +330,8 @@ Tensor batch_norm_relu_blocked(const std::vector<Tensor>& xs_in, const Tensor& w
                                const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
                                double eps, int64_t block, Site site) {
   OpScope op("batch_norm_relu_blocked", site);
-  const NormReluInputs in = norm_relu_inputs(op, xs_in, weight_in, bias_in, running_mean, running_var, training, eps);
+  const NormReluInputs in =
+      norm_relu_inputs(op, xs_in, weight_in, bias_in, running_mean, running_var, training, eps, false);
   const Tensor& x0 = in.xs[0];
   if (x0.dim() != 4) fail(op.op, fmt::format("expected pieces [N, C, H, W], got {}", describe(x0)), op.site);
   if (block != 8 && block != 16) fail(op.op, fmt::format("expected a channel block of 8 or 16, got {}", block), op.site);

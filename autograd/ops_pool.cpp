@@ -16,6 +16,14 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
+// The strides of a pooling's output (or input gradient) of `shape` read from t: channels-last
+// where t is a channels-last tensor of a dtype the backend keeps so, which the next
+// convolution then reads without a reorder; else contiguous
+Dims pool_layout(const Tensor& t, const Dims& shape) {
+  const bool cl = backend_of(t).channels_last(t.dtype()) && is_channels_last(t.shape(), t.strides());
+  return cl ? channels_last_strides(shape) : contiguous_strides(shape);
+}
+
 void check_input(const OpScope& op, const Tensor& x) {
   check_defined(op, x, "the input");
   check_floating(op, x, "the input");
@@ -170,7 +178,7 @@ Tensor max_pool2d_input_grad(const Tensor& g, const Tensor& indices, const Dims&
 // gx = g / count spread over each window; dg = avg_pool2d(gg)
 Tensor avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape, const PoolParams& p) {
   OpScope op("avg_pool2d_backward", {});
-  Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
+  Tensor gx = new_tensor(x_shape, g.dtype(), g.device(), pool_layout(g, x_shape));
   if (gx.numel()) backend_of(gx).avg_pool2d_backward(gx, g, p);
   if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
         gi[0] = avg_pool2d(gg[0], options_of(recall(n), n.ints[7] != 0));
@@ -207,10 +215,7 @@ PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt, Site
   if (opt.divisor_override)
     fail(op.op, fmt::format("divisor_override is avg pooling's; got {}", opt.divisor_override), op.site);
   if (opt.dilation.h != 1 || opt.dilation.w != 1) return dilated_max_pool2d(x, p, opt.dilation, shape);
-  // a channels-last x of a dtype the backend keeps so gives a channels-last y, which the
-  // next convolution reads without a reorder
-  const bool cl = backend_of(x).channels_last(x.dtype()) && is_channels_last(x.shape(), x.strides());
-  const Dims strides = cl ? channels_last_strides(shape) : contiguous_strides(shape);
+  const Dims strides = pool_layout(x, shape);
   Tensor y = new_tensor(shape, x.dtype(), x.device(), strides), indices = new_tensor(shape, DType::i64, x.device(), strides);
   if (y.numel()) backend_of(x).max_pool2d_forward(y, indices, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
@@ -236,7 +241,7 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
     fail(op.op, fmt::format("dilation is max pooling's (PyTorch's avg_pool2d has none); got [{}, {}]", opt.dilation.h,
                             opt.dilation.w), op.site);
   if (opt.divisor_override) return avg_pool2d_divided(x, p, opt.ceil_mode, opt.divisor_override, shape);
-  Tensor y = new_tensor(shape, x.dtype(), x.device());
+  Tensor y = new_tensor(shape, x.dtype(), x.device(), pool_layout(x, shape));
   if (y.numel()) backend_of(x).avg_pool2d_forward(y, x, p);
   if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         gi[0] = avg_pool2d_input_grad(g[0], n.input_shape(0), recall(n));

@@ -13,20 +13,6 @@
 namespace reel::cpu {
 namespace {
 
-inline float bf16_to_f32(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-// round to nearest even; every NaN becomes the quiet NaN 0x7fc0 (as BFloat16(float))
-inline uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (u & 0x7fffffffu) > 0x7f800000u ? uint16_t(0x7fc0) : uint16_t(r);
-}
-
 void to_bf16(uint16_t* o, const float* x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(x[i]);
@@ -181,6 +167,15 @@ bool lowp_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& 
     case BinaryOp::add: return run([](float p, float q) { return p + q; });
     case BinaryOp::sub: return run([](float p, float q) { return p - q; });
     case BinaryOp::mul: return run([](float p, float q) { return p * q; });
+    case BinaryOp::add_relu:  // a residual sum and its relu: relu of the rounded sum, on the bits
+      chunks(out.numel(), [&](int64_t i, int64_t j) {
+#pragma omp simd
+        for (int64_t k = i; k < j; ++k) {
+          const uint16_t v = f32_to_bf16(bf16_to_f32(x[k]) + bf16_to_f32(y[k]));
+          o[k] = (v & 0x8000u) && (v & 0x7fffu) <= 0x7f80u ? uint16_t(0) : v;
+        }
+      });
+      return true;
     default: return false;
   }
 }

@@ -17,13 +17,6 @@
 namespace reel::cpu {
 namespace {
 
-float bf16_value(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // whether t's channel dim is its contiguous one (NHWC memory), dims of size 1 aside
 bool channels_inner(const Tensor& t) {
   if (t.dim() != 4) return false;
@@ -46,16 +39,16 @@ void max_pixel_2x2(const uint16_t* r0, const uint16_t* r1, int64_t pixel_step, i
                    uint16_t* y, int64_t* ind, int64_t C) {
 #pragma omp simd
   for (int64_t c = 0; c < C; ++c) {
-    float best = bf16_value(r0[c]);
+    float best = bf16_to_f32(r0[c]);
     int64_t arg = 0;
     auto consider = [&](float v, int64_t at) {
       const bool take = v > best || v != v;
       best = take ? v : best;
       arg = take ? at : arg;
     };
-    consider(bf16_value(r0[pixel_step + c]), 1);
-    consider(bf16_value(r1[c]), W);
-    consider(bf16_value(r1[pixel_step + c]), W + 1);
+    consider(bf16_to_f32(r0[pixel_step + c]), 1);
+    consider(bf16_to_f32(r1[c]), W);
+    consider(bf16_to_f32(r1[pixel_step + c]), W + 1);
     uint32_t u;
     std::memcpy(&u, &best, 4);
     y[c] = uint16_t(u >> 16);  // a bf16 value read as f32: exact, its low bits zero
@@ -115,7 +108,7 @@ bool lowp_max_pool2d_forward(const Tensor& out, const Tensor& indices, const Ten
             int64_t* a = arg.data();
 #pragma omp simd
             for (int64_t c = 0; c < C; ++c) {
-              const float v = bf16_value(src[c]);
+              const float v = bf16_to_f32(src[c]);
               const bool take = v > b[c] || v != v;  // a NaN wins, as in PyTorch
               b[c] = take ? v : b[c];
               a[c] = take ? at : a[c];
@@ -175,10 +168,93 @@ bool lowp_max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& 
         for (int64_t ow = 0; ow < OW; ++ow) {
           const uint16_t* g = G + n * gs[0] + oh * gs[2] + ow * gs[3];
           const int64_t* ind = I + n * is[0] + oh * is[2] + ow * is[3];
-          for (int64_t c = 0; c < C; ++c) acc[ind[c] * C + c] += bf16_value(g[c * gs[1]]);
+          for (int64_t c = 0; c < C; ++c) acc[ind[c] * C + c] += bf16_to_f32(g[c * gs[1]]);
         }
       uint16_t* dst = X + n * gx.strides()[0];
       round_span(DType::bf16, dst, acc, HW * C, false);
+    }
+  }
+  return true;
+}
+
+}  // namespace reel::cpu
+
+namespace reel::cpu {
+
+// Average pooling of channels-last bf16: per output pixel the window's channel vectors
+// summed in f32 in (h, w) order, divided by the count and rounded once, as cpu/pool.cpp's
+// f32 loop on converted twins gives.
+bool lowp_avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) {
+  if (x.dtype() != DType::bf16 || out.dtype() != DType::bf16 || !channels_inner(x) || !channels_inner(out))
+    return false;
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t OH = out.shape()[2], OW = out.shape()[3];
+  const Dims &xs = x.strides(), &ys = out.strides();
+  const auto* X = static_cast<const uint16_t*>(x.data_ptr());
+  auto* Y = static_cast<uint16_t*>(out.data_ptr());
+#pragma omp parallel if (x.numel() >= kParallelGrain)
+  {
+    std::vector<float> acc(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+    for (int64_t row = 0; row < N * OH; ++row) {
+      const int64_t n = row / OH, oh = row % OH;
+      const auto [h0, h1] = window(oh, H, p.kernel[0], p.stride[0], p.padding[0]);
+      const int64_t hb = oh * p.stride[0] - p.padding[0], ph = std::min(hb + p.kernel[0], H + p.padding[0]) - hb;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const auto [w0, w1] = window(ow, W, p.kernel[1], p.stride[1], p.padding[1]);
+        const int64_t wb = ow * p.stride[1] - p.padding[1], pw = std::min(wb + p.kernel[1], W + p.padding[1]) - wb;
+        const int64_t count = p.count_include_pad ? ph * pw : (h1 - h0) * (w1 - w0);
+        float* a = acc.data();
+        std::fill(a, a + C, 0.0f);
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) {
+            const uint16_t* src = X + n * xs[0] + h * xs[2] + w * xs[3];
+#pragma omp simd
+            for (int64_t c = 0; c < C; ++c) a[c] += bf16_to_f32(src[c]);
+          }
+        uint16_t* y = Y + n * ys[0] + oh * ys[2] + ow * ys[3];
+        const float div = float(count);
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) y[c] = f32_to_bf16(a[c] / div);
+      }
+    }
+  }
+  return true;
+}
+
+// Its gradient into channels-last gx: g / count added over each window in f32, (oh, ow)
+// order, one image per thread at a time, rounded once.
+bool lowp_avg_pool2d_backward(const Tensor& gx, const Tensor& gy, const PoolParams& p) {
+  if (gx.dtype() != DType::bf16 || gy.dtype() != DType::bf16 || !channels_inner(gx)) return false;
+  const int64_t N = gx.shape()[0], C = gx.shape()[1], H = gx.shape()[2], W = gx.shape()[3], HW = H * W;
+  const int64_t OH = gy.shape()[2], OW = gy.shape()[3];
+  const Dims& gs = gy.strides();
+  const auto* G = static_cast<const uint16_t*>(gy.data_ptr());
+  auto* X = static_cast<uint16_t*>(gx.data_ptr());
+  const int64_t threads = omp_get_max_threads();
+  Tensor scratch = empty({threads, HW * C});  // the allocator's block cache, as max pooling's
+#pragma omp parallel if (gx.numel() >= kParallelGrain)
+  {
+    float* acc = scratch.data<float>() + omp_get_thread_num() * HW * C;
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      std::fill(acc, acc + HW * C, 0.0f);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const auto [h0, h1] = window(oh, H, p.kernel[0], p.stride[0], p.padding[0]);
+        const int64_t hb = oh * p.stride[0] - p.padding[0], ph = std::min(hb + p.kernel[0], H + p.padding[0]) - hb;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const auto [w0, w1] = window(ow, W, p.kernel[1], p.stride[1], p.padding[1]);
+          const int64_t wb = ow * p.stride[1] - p.padding[1], pw = std::min(wb + p.kernel[1], W + p.padding[1]) - wb;
+          const float div = float(p.count_include_pad ? ph * pw : (h1 - h0) * (w1 - w0));
+          const uint16_t* g = G + n * gs[0] + oh * gs[2] + ow * gs[3];
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              float* dst = acc + (h * W + w) * C;
+              for (int64_t c = 0; c < C; ++c) dst[c] += bf16_to_f32(g[c * gs[1]]) / div;
+            }
+        }
+      }
+      round_span(DType::bf16, X + n * gx.strides()[0], acc, HW * C, false);
     }
   }
   return true;

@@ -8,6 +8,7 @@
 // the GradScaler's kernels.
 #pragma once
 #include <deque>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -198,12 +199,14 @@ class LowPrecisionBackend : public Backend {
   }
   void avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) override {
     if (!low_precision::any_low(out, x)) return k.avg_pool2d_forward(out, x, p);
+    if (native_avg_pool_forward(out, x, p)) return;
     Stage s(k);
     k.avg_pool2d_forward(s.out(out), s.in(x), p);
     s.finish();
   }
   void avg_pool2d_backward(const Tensor& gx, const Tensor& gy, const PoolParams& p) override {
     if (!low_precision::any_low(gx, gy)) return k.avg_pool2d_backward(gx, gy, p);
+    if (native_avg_pool_backward(gx, gy, p)) return;
     Stage s(k);
     k.avg_pool2d_backward(s.out(gx), s.in(gy), p);
     s.finish();
@@ -226,6 +229,9 @@ class LowPrecisionBackend : public Backend {
     if (!low_precision::any_low(out, save_mean, save_invstd, x, weight, bias, running_mean, running_var))
       return k.batch_norm_forward(out, save_mean, save_invstd, x, weight, bias, running_mean, running_var, training,
                                   momentum, eps);
+    if (native_batch_norm_forward(out, save_mean, save_invstd, {&x, 1}, weight, bias, running_mean, running_var,
+                                  training, momentum, eps, false))
+      return;
     Stage s(k);
     k.batch_norm_forward(s.out(out), s.out(save_mean), s.out(save_invstd), s.in(x), s.in(weight), s.in(bias),
                          s.out(running_mean, true), s.out(running_var, true), training, momentum, eps);
@@ -236,6 +242,8 @@ class LowPrecisionBackend : public Backend {
                            bool training) override {
     if (!low_precision::any_low(gx, gw, gb, gy, x, weight, save_mean, save_invstd))
       return k.batch_norm_backward(gx, gw, gb, gy, x, weight, save_mean, save_invstd, training);
+    if (native_batch_norm_backward({&gx, 1}, gw, gb, gy, {&x, 1}, Tensor(), weight, save_mean, save_invstd, training))
+      return;
     Stage s(k);
     k.batch_norm_backward(s.out(gx), s.out(gw), s.out(gb), s.in(gy), s.in(x), s.in(weight), s.in(save_mean),
                           s.in(save_invstd), training);
@@ -249,6 +257,9 @@ class LowPrecisionBackend : public Backend {
                                                                 running_mean, running_var))
       return k.batch_norm_relu_forward(out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var,
                                        training, momentum, eps);
+    if (native_batch_norm_forward(out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var, training,
+                                  momentum, eps, true))
+      return;
     Stage s(k);
     k.batch_norm_relu_forward(s.out(out), s.out(save_mean), s.out(save_invstd), s.in(xs), s.in(weight), s.in(bias),
                               s.out(running_mean, true), s.out(running_var, true), training, momentum, eps);
@@ -260,6 +271,7 @@ class LowPrecisionBackend : public Backend {
     if (!low_precision::any_low(gxs) && !low_precision::any_low(xs) &&
         !low_precision::any_low(gw, gb, gy, y, weight, save_mean, save_invstd))
       return k.batch_norm_relu_backward(gxs, gw, gb, gy, xs, y, weight, save_mean, save_invstd, training);
+    if (native_batch_norm_backward(gxs, gw, gb, gy, xs, y, weight, save_mean, save_invstd, training)) return;
     Stage s(k);
     k.batch_norm_relu_backward(s.out(gxs, false), s.out(gw), s.out(gb), s.in(gy), s.in(xs), s.in(y), s.in(weight),
                                s.in(save_mean), s.in(save_invstd), training);
@@ -463,9 +475,23 @@ class LowPrecisionBackend : public Backend {
   // Low-precision elementwise kernels of the inner backend: true when it ran one
   virtual bool native_unary(UnaryOp, const Tensor&, const Tensor&, double, double) { return false; }
   virtual bool native_binary(BinaryOp, const Tensor&, const Tensor&, const Tensor&) { return false; }
-  // ... and its low-precision max pooling (channels-last activations): true when it ran
+  // ... and its low-precision max and average pooling (channels-last activations): true when it ran
   virtual bool native_max_pool_forward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { return false; }
   virtual bool native_max_pool_backward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { return false; }
+  virtual bool native_avg_pool_forward(const Tensor&, const Tensor&, const PoolParams&) { return false; }
+  virtual bool native_avg_pool_backward(const Tensor&, const Tensor&, const PoolParams&) { return false; }
+  // ... and its batch norm of low-precision activations with f32 parameters (autocast's
+  // mixed form), relu fused when `relu` (backward: when y, the forward's output, is given)
+  virtual bool native_batch_norm_forward(const Tensor&, const Tensor&, const Tensor&, std::span<const Tensor>,
+                                         const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double,
+                                         double, bool) {
+    return false;
+  }
+  virtual bool native_batch_norm_backward(std::span<const Tensor>, const Tensor&, const Tensor&, const Tensor&,
+                                          std::span<const Tensor>, const Tensor&, const Tensor&, const Tensor&,
+                                          const Tensor&, bool) {
+    return false;
+  }
   Inner k;
 };
 
