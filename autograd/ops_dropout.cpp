@@ -2,6 +2,7 @@
 // (or the thread's default one), so a seed, or a restored generator state, fixes it.
 #include <cmath>
 
+#include "../tensor/philox.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -21,26 +22,14 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
   // mask, y and their temporaries take x's layout (channels-last activations stay so); the
   // uniforms are drawn in x's logical order whatever its layout, so a seed fixes one mask
   auto in_layout = [&](DType dt) { return new_in_layout_of(x, x.shape(), dt); };
-  Tensor mask = in_layout(mask_dtype);
+  Tensor mask = in_layout(mask_dtype), y = in_layout(x.dtype());
   if (p == 1.0) {
     if (mask.numel()) backend_of(x).fill(mask, 0.0);
+    if (y.numel()) backend_of(x).binary(BinaryOp::mul, y, x, mask);
   } else if (mask.numel()) {
-    Tensor u = rand(x.shape(), gen, {.dtype = mask_dtype, .device = x.device()});
-    if (!mask.is_contiguous()) {  // into x's layout in one tiled pass (the cpu copy), not in each op after
-      Tensor ul = in_layout(mask_dtype);
-      backend_of(x).copy(ul, u);
-      u = ul;
-    }
-    Tensor keep = in_layout(DType::boolean);
-    backend_of(x).unary(UnaryOp::ge_scalar, keep, u, p);
-    backend_of(x).copy(mask, keep);
-    backend_of(x).unary(UnaryOp::mul_scalar, mask, mask, 1.0 / (1.0 - p));
-  }
-  Tensor y = in_layout(x.dtype());
-  if (y.numel()) {
-    // f16/bf16 x: x m in f32, rounded once (the low-precision layer's f32 twins, or a
-    // backend's kernel for that mix)
-    backend_of(x).binary(BinaryOp::mul, y, x, mask);
+    // the uniforms rand(x.shape(), gen) would draw; f16/bf16 x: x m in f32, rounded once
+    const uint64_t offset = gen.take(x.device(), philox::uniform_blocks(uint64_t(x.numel())));
+    backend_of(x).dropout_forward(y, mask, x, p, gen.seed(), offset);
   }
   if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
         const Tensor& m = n.saved_tensor(0);

@@ -48,6 +48,11 @@ bool lowp_max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& 
 // channels-last gx (gy any strides); false for other operands.
 bool lowp_avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p);
 bool lowp_avg_pool2d_backward(const Tensor& gx, const Tensor& gy, const PoolParams& p);
+// Dropout's forward in one pass (tensor/backend.h's dropout_forward) for f32 or bf16 x and
+// y with an f32 mask, all three contiguous or all channels-last; false for other operands
+// (cpu/dropout.cpp).
+bool dropout_one_pass(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                      uint64_t offset);
 // Batch norm (relu: and relu) of bf16 channels-last pieces joined along channels, with
 // f32 parameters and statistics, into bf16 channels-last out (cpu/norm_channels_last.cpp);
 // false for other operands. Its gradient likewise: y defined for the relu form.

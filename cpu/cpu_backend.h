@@ -26,6 +26,8 @@ class CpuBackend final : public Backend {
   void axpy(const Tensor& out, const Tensor& x, double alpha) override;
   void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int>& dims) override;
   void fill_uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset) override;
+  void dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                       uint64_t offset) override;
   void fill_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) override;
 
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) override;

@@ -34,6 +34,10 @@ class LowPrecisionCpu final : public LowPrecisionBackend<CpuBackend> {
                                 const PoolParams& p) override {
     return lowp_max_pool2d_backward(gx, gy, indices, p);
   }
+  bool native_dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                              uint64_t offset) override {
+    return dropout_one_pass(y, mask, x, p, seed, offset);
+  }
   bool native_avg_pool_forward(const Tensor& out, const Tensor& x, const PoolParams& p) override {
     return lowp_avg_pool2d_forward(out, x, p);
   }

@@ -18,6 +18,27 @@ Tensor concatenated(Backend& b, const std::vector<Tensor>& xs, const Dims& shape
 
 }  // namespace
 
+void Backend::dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                              uint64_t offset) {
+  const Device d = x.device();
+  Tensor u = empty(x.shape(), {.dtype = mask.dtype(), .device = d});
+  fill_uniform(u, 0.0, 1.0, seed, offset);
+  // a new tensor laid out as mask (dense: contiguous or channels-last)
+  auto like_mask = [&](DType dt) {
+    return storage_view(empty({mask.numel()}, {.dtype = dt, .device = d}), mask.shape(), mask.strides(), 0);
+  };
+  if (!mask.is_contiguous()) {  // into the layout in one tiled copy, not in each kernel after
+    Tensor laid = like_mask(mask.dtype());
+    copy(laid, u);
+    u = laid;
+  }
+  Tensor keep = like_mask(DType::boolean);
+  unary(UnaryOp::ge_scalar, keep, u, p);
+  copy(mask, keep);
+  unary(UnaryOp::mul_scalar, mask, mask, 1.0 / (1.0 - p));
+  binary(BinaryOp::mul, y, x, mask);
+}
+
 void Backend::batch_norm_relu_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                                       const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
                                       const Tensor& running_mean, const Tensor& running_var, bool training,

@@ -147,6 +147,12 @@ class Backend {
   // ---- random (Philox4x32-10 keyed by seed, counter starting at offset)
   virtual void fill_uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset) = 0;
   virtual void fill_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) = 0;
+  // Dropout's forward: mask = [u_i >= p] / (1 - p) (f32, or f64 for f64 x) and y = x mask
+  // (rounded once), u_i the uniform fill_uniform(.., 0, 1, seed, offset) gives logical
+  // element i, whatever the layout of x, y and mask (alike: contiguous or channels-last).
+  // The default composes it from the kernels above (tensor/backend.cpp).
+  virtual void dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                               uint64_t offset);
 
   // ---- linear algebra
   // out[b] = a[b] @ b[b] (+ bias) (then relu): a [B,M,K], b [B,K,N], out [B,M,N], bias [N].

@@ -146,6 +146,14 @@ class LowPrecisionBackend : public Backend {
     k.fill_uniform(s.out(out), low_, high, seed, offset);
     s.finish();
   }
+  // f16/bf16 x: the inner backend's one-pass kernel where it has one for that dtype, else
+  // composed on this layer's kernels (staged)
+  void dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                       uint64_t offset) override {
+    if (!low_precision::any_low(y, mask, x)) return k.dropout_forward(y, mask, x, p, seed, offset);
+    if (native_dropout_forward(y, mask, x, p, seed, offset)) return;
+    Backend::dropout_forward(y, mask, x, p, seed, offset);
+  }
   void fill_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) override {
     if (!low_precision::any_low(out)) return k.fill_normal(out, mean, std, seed, offset);
     Stage s(k);
@@ -478,6 +486,9 @@ class LowPrecisionBackend : public Backend {
   // ... and its low-precision max and average pooling (channels-last activations): true when it ran
   virtual bool native_max_pool_forward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { return false; }
   virtual bool native_max_pool_backward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { return false; }
+  virtual bool native_dropout_forward(const Tensor&, const Tensor&, const Tensor&, double, uint64_t, uint64_t) {
+    return false;
+  }
   virtual bool native_avg_pool_forward(const Tensor&, const Tensor&, const PoolParams&) { return false; }
   virtual bool native_avg_pool_backward(const Tensor&, const Tensor&, const PoolParams&) { return false; }
   // ... and its batch norm of low-precision activations with f32 parameters (autocast's

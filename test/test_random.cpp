@@ -5,9 +5,11 @@
 #include <reel/tensor/philox.h>
 
 #include <barrier>
+#include <cmath>
 #include <thread>
 #include <vector>
 
+#include "../cpu/convert.h"
 #include "../cpu/philox_words.h"
 
 using namespace reel;
@@ -252,4 +254,31 @@ TEST_CASE("uniform_ and normal_ fill strided views and empty tensors as dense on
     fill(empty({3, 0}).t());
     CHECK(default_generator().get_state() == before);
   }
+}
+
+TEST_CASE("dropout's one-pass forward gives the composed form's mask and output bits", "[random][dropout]") {
+  // the composed form: uniforms, layout copy, compare, cast, scale, product (Backend's default)
+  Backend& cpu = backend_for(kCPU);
+  auto laid = [](const Tensor& t, bool cl) { return cl ? t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}) : t.contiguous(); };
+  manual_seed(31);
+  Tensor base = randn({3, 20, 5, 7});
+  base.select(1, 2).fill_(NAN);  // NaN times 0 stays NaN
+  base.select(1, 3).fill_(INFINITY);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool cl : {false, true})
+      for (double p : {0.1, 0.5, 0.97}) {
+        INFO(dtype_name(dt) << (cl ? " channels-last" : " contiguous") << " p " << p);
+        Tensor x = laid(base.to(dt), cl);
+        Tensor y1 = laid(empty(x.shape(), {.dtype = dt}), cl), y2 = laid(empty(x.shape(), {.dtype = dt}), cl);
+        Tensor m1 = laid(empty(x.shape()), cl), m2 = laid(empty(x.shape()), cl);
+        REQUIRE(cpu::dropout_one_pass(y1, m1, x, p, 77, 5));  // the one-pass kernel: it takes these
+        cpu.Backend::dropout_forward(y2, m2, x, p, 77, 5);
+        CHECK(m1.to_vector<float>() == m2.to_vector<float>());
+        std::vector<double> a = y1.to_vector<double>(), b = y2.to_vector<double>();
+        bool same = true;
+        for (size_t i = 0; i < a.size(); ++i) same = same && (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])));
+        CHECK(same);
+        const double kept = m1.ne(0.0).to(DType::f64).mean().item<double>();
+        CHECK(kept == Approx(1 - p).margin(0.05));
+      }
 }

@@ -1,0 +1,106 @@
+// Dropout's forward in one pass (Backend::dropout_forward): logical element i keeps when
+// its uniform (w >> 8) 2^-24, w word i % 4 of Philox block offset + i / 4, is >= p, i.e.
+// when w >> 8 >= ceil(p 2^24), the test ge_scalar makes; its mask element is then
+// float(1 / (1 - p)), else 0, and y = x m rounded once. Those are the composed form's
+// bits (tensor/backend.cpp: uniforms, a layout copy, the compare, a cast, the scale, the
+// product: six passes over memory). Compute-bound on Philox (16 blocks per AVX-512 step,
+// cpu/philox_words.cpp); the mask and y written once.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "../tensor/philox.h"
+#include "convert.h"
+#include "cpu_backend.h"
+#include "loops.h"
+#include "philox_words.h"
+
+namespace reel::cpu {
+namespace {
+
+struct Rule {
+  uint32_t threshold;  // keep when w >> 8 >= threshold
+  float scale;
+};
+
+inline float load(const float* x, int64_t i) { return x[i]; }
+inline float load(const uint16_t* x, int64_t i) { return bf16_to_f32(x[i]); }
+inline void store(float* y, int64_t i, float v) { y[i] = v; }
+inline void store(uint16_t* y, int64_t i, float v) { y[i] = f32_to_bf16(v); }
+
+// contiguous x, y, mask: element i at memory i, in chunks of 256 blocks
+template <typename T>
+void plain_pass(T* y, float* mask, const T* x, int64_t n, Rule r, uint64_t seed, uint64_t offset) {
+  constexpr int64_t kChunk = 256;
+  const int64_t blocks = int64_t(philox::uniform_blocks(uint64_t(n))), chunks = (blocks + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (int64_t c = 0; c < chunks; ++c) {
+    uint32_t w[4 * kChunk];
+    const int64_t b0 = c * kChunk, nb = std::min(kChunk, blocks - b0);
+    philox_words(seed, offset + uint64_t(b0), nb, w);
+    const int64_t i0 = 4 * b0, m = std::min(4 * nb, n - i0);
+#pragma omp simd
+    for (int64_t k = 0; k < m; ++k) {
+      const float f = (w[k] >> 8) >= r.threshold ? r.scale : 0.0f;
+      mask[i0 + k] = f;
+      store(y, i0 + k, load(x, i0 + k) * f);
+    }
+  }
+}
+
+// channels-last [N, C, H, W] (memory n, h, w, c): per image a group of channels' words
+// (logical order, HW per channel) made at once, then written pixel by pixel
+template <typename T>
+void channels_last_pass(T* y, float* mask, const T* x, int64_t N, int64_t C, int64_t HW, Rule r, uint64_t seed,
+                        uint64_t offset) {
+  const int64_t group = std::max<int64_t>(1, std::min<int64_t>(C, 16384 / std::max<int64_t>(HW, 1)));
+  const int64_t groups = (C + group - 1) / group;
+#pragma omp parallel if (N * C * HW >= kParallelGrain)
+  {
+    std::vector<uint32_t> words;
+#pragma omp for schedule(static)
+    for (int64_t unit = 0; unit < N * groups; ++unit) {
+      const int64_t n = unit / groups, c0 = (unit % groups) * group, c1 = std::min(C, c0 + group);
+      const int64_t first = (n * C + c0) * HW, skip = first % 4, nb = (skip + (c1 - c0) * HW + 3) / 4;
+      words.resize(size_t(4 * nb));
+      philox_words(seed, offset + uint64_t(first / 4), nb, words.data());
+      const uint32_t* w = words.data() + skip;
+      for (int64_t pix = 0; pix < HW; ++pix) {
+        const int64_t at = (n * HW + pix) * C;
+        for (int64_t c = c0; c < c1; ++c) {
+          const float f = (w[(c - c0) * HW + pix] >> 8) >= r.threshold ? r.scale : 0.0f;
+          mask[at + c] = f;
+          store(y, at + c, load(x, at + c) * f);
+        }
+      }
+    }
+  }
+}
+
+bool channels_last4(const Tensor& t) { return t.dim() == 4 && is_channels_last(t.shape(), t.strides()); }
+
+}  // namespace
+
+bool dropout_one_pass(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                      uint64_t offset) {
+  const DType dt = x.dtype();
+  if (mask.dtype() != DType::f32 || (dt != DType::f32 && dt != DType::bf16) || y.dtype() != dt) return false;
+  const bool plain = x.is_contiguous() && y.is_contiguous() && mask.is_contiguous();
+  if (!plain && !(channels_last4(x) && channels_last4(y) && channels_last4(mask))) return false;
+  const Rule r{uint32_t(std::min(std::ceil(p * 16777216.0), 16777216.0)), float(1.0 / (1.0 - p))};
+  auto run = [&](auto* yp, const auto* xp) {
+    float* m = static_cast<float*>(mask.data_ptr());
+    if (plain) return plain_pass(yp, m, xp, x.numel(), r, seed, offset);
+    channels_last_pass(yp, m, xp, x.size(0), x.size(1), x.size(2) * x.size(3), r, seed, offset);
+  };
+  if (dt == DType::f32) run(static_cast<float*>(y.data_ptr()), static_cast<const float*>(x.data_ptr()));
+  else run(static_cast<uint16_t*>(y.data_ptr()), static_cast<const uint16_t*>(x.data_ptr()));
+  return true;
+}
+
+void CpuBackend::dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                                 uint64_t offset) {
+  if (!dropout_one_pass(y, mask, x, p, seed, offset)) Backend::dropout_forward(y, mask, x, p, seed, offset);
+}
+
+}  // namespace reel::cpu
