@@ -1,10 +1,11 @@
-// Batch norm, average pooling and add_relu on channels-last bf16 activations (the layout
-// bf16 convolutions write on AMX CPUs, Backend::channels_last). Under autocast a batch
-// norm of such activations stays bf16 in and out with f32 parameters and statistics
-// (PyTorch's CPU mixed batch norm): checked against the f32 norm of the same values, to
-// bf16's rounding of the output. Pooling and add_relu are checked bit for bit against the
-// plain path (contiguous input, f32 twins). On CPUs without AMX the norm casts to f32, as
-// docs/amp.md's table says, and the same comparisons hold exactly.
+// Batch norm, average pooling, add_relu and 1x1 weight gradients on channels-last bf16
+// activations (the layout bf16 convolutions write on AMX CPUs, Backend::channels_last).
+// Under autocast a batch norm of such activations stays bf16 in and out with f32
+// parameters and statistics (PyTorch's CPU mixed batch norm): checked against the f32 norm
+// of the same values, to bf16's rounding of the output. Pooling and add_relu are checked
+// bit for bit against the plain path (contiguous input, f32 twins); the 1x1 weight
+// gradient against f32. On CPUs without AMX the norm casts to f32, as docs/amp.md's table
+// says, and the same comparisons hold exactly.
 #include <cmath>
 
 #include "gradcheck.h"
@@ -189,4 +190,24 @@ TEST_CASE("channels-last bf16 average pooling and add_relu give the plain path's
   CHECK(same_values(s, t));
   CHECK(same_values(s, relu(add(p.to(DType::f32), q.to(DType::f32))).to(DType::bf16)));
   CHECK_FALSE(std::signbit(s.select(1, 2).min().item<float>()));
+}
+
+TEST_CASE("a 1x1 convolution's weight gradient on channels-last bf16 (one long product) matches f32",
+          "[channels_last][bf16][conv]") {
+  manual_seed(25);
+  const bool cl = keeps_bf16_channels_last();
+  Tensor x = to_channels_last(randn({3, 40, 9, 11}).to(DType::bf16));
+  Tensor w = randn({24, 40, 1, 1}).requires_grad_(), wr = w.detach().clone().requires_grad_();
+  Tensor y;
+  {
+    AutocastGuard amp({.dtype = DType::bf16});
+    y = conv2d(x, w);
+  }
+  CHECK(channels_last(y) == cl);
+  Tensor g = to_channels_last(randn(y.shape()).to(DType::bf16));
+  y.backward(g);
+  // f32 on the same (bf16) values: the sums differ only in order and in f32 rounding
+  conv2d(x.to(DType::f32).contiguous(), wr).backward(g.to(DType::f32).contiguous());
+  CHECK(w.grad().dtype() == DType::f32);
+  check_close(w.grad(), wr.grad(), 1e-4, 1e-4, "weight gradient");
 }
