@@ -260,18 +260,10 @@ void CpuBackend::fill_uniform(const Tensor& out, double low, double high, uint64
     int64_t n = out.numel();
     if (!out.is_contiguous()) throw Error("uniform_: expected a contiguous tensor");
     T scale = T(high - low), lo = T(low);
-    // chunks of 256 blocks: their words from philox_words (16 blocks per step on AVX-512)
-    constexpr int64_t kChunk = 256;
-    int64_t blocks = int64_t(philox::uniform_blocks(uint64_t(n))), chunks = (blocks + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (int64_t c = 0; c < chunks; ++c) {
-      uint32_t w[4 * kChunk];
-      const int64_t b0 = c * kChunk, nb = std::min(kChunk, blocks - b0);
-      philox_words(seed, offset + uint64_t(b0), nb, w);
-      const int64_t i0 = 4 * b0, m = std::min(4 * nb, n - i0);
+    for_uniform_words(seed, offset, n, kParallelGrain, [&](int64_t i0, int64_t m, const uint32_t* w) {
 #pragma omp simd
       for (int64_t k = 0; k < m; ++k) p[i0 + k] = lo + scale * T(philox::to_unit(w[k]));
-    }
+    });
   });
 }
 

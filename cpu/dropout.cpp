@@ -28,24 +28,17 @@ inline float load(const uint16_t* x, int64_t i) { return bf16_to_f32(x[i]); }
 inline void store(float* y, int64_t i, float v) { y[i] = v; }
 inline void store(uint16_t* y, int64_t i, float v) { y[i] = f32_to_bf16(v); }
 
-// contiguous x, y, mask: element i at memory i, in chunks of 256 blocks
+// contiguous x, y, mask: element i at memory i
 template <typename T>
 void plain_pass(T* y, float* mask, const T* x, int64_t n, Rule r, uint64_t seed, uint64_t offset) {
-  constexpr int64_t kChunk = 256;
-  const int64_t blocks = int64_t(philox::uniform_blocks(uint64_t(n))), chunks = (blocks + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t c = 0; c < chunks; ++c) {
-    uint32_t w[4 * kChunk];
-    const int64_t b0 = c * kChunk, nb = std::min(kChunk, blocks - b0);
-    philox_words(seed, offset + uint64_t(b0), nb, w);
-    const int64_t i0 = 4 * b0, m = std::min(4 * nb, n - i0);
+  for_uniform_words(seed, offset, n, kParallelGrain, [&](int64_t i0, int64_t m, const uint32_t* w) {
 #pragma omp simd
     for (int64_t k = 0; k < m; ++k) {
       const float f = (w[k] >> 8) >= r.threshold ? r.scale : 0.0f;
       mask[i0 + k] = f;
       store(y, i0 + k, load(x, i0 + k) * f);
     }
-  }
+  });
 }
 
 // channels-last [N, C, H, W] (memory n, h, w, c): per image a group of channels' words

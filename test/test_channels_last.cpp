@@ -7,29 +7,11 @@
 // comparisons hold.
 #include <cmath>
 
+#include "channels_last_check.h"
 #include "gradcheck.h"
 
 using namespace reel;
-
-namespace {
-
-bool keeps_bf16_channels_last() { return backend_for(kCPU).channels_last(DType::bf16); }
-
-bool channels_last(const Tensor& t) { return is_channels_last(t.shape(), t.strides()); }
-
-// t [N, C, H, W] with the same values laid out NHWC
-Tensor to_channels_last(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
-
-// the same values bit for bit, NaN where NaN (any layouts, any dtypes)
-bool same_values(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return false;
-  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  for (size_t i = 0; i < x.size(); ++i)
-    if (!(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i])))) return false;
-  return true;
-}
-
-}  // namespace
+using namespace reel::test;
 
 TEST_CASE("channels_last_strides, is_channels_last and dense_strides describe NHWC memory", "[channels_last]") {
   CHECK(channels_last_strides({2, 3, 4, 5}) == Dims{60, 1, 15, 3});

@@ -8,23 +8,13 @@
 // says, and the same comparisons hold exactly.
 #include <cmath>
 
+#include "channels_last_check.h"
 #include "gradcheck.h"
 
 using namespace reel;
+using namespace reel::test;
 
 namespace {
-
-bool keeps_bf16_channels_last() { return backend_for(kCPU).channels_last(DType::bf16); }
-bool channels_last(const Tensor& t) { return is_channels_last(t.shape(), t.strides()); }
-Tensor to_channels_last(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
-
-bool same_values(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return false;
-  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  for (size_t i = 0; i < x.size(); ++i)
-    if (!(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i])))) return false;
-  return true;
-}
 
 // |a - b| <= rel |b| + abs elementwise (NaN where NaN); the worst element named on failure
 void check_close(const Tensor& a, const Tensor& b, double rel, double abs, const char* what) {
