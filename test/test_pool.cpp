@@ -1,5 +1,7 @@
 // max_pool2d, avg_pool2d, adaptive_avg_pool2d: values (hand-computed, and PyTorch's
 // for the less obvious windows), strided inputs, gradient routing, gradient checks, errors.
+#include <cmath>
+
 #include "gradcheck.h"
 
 using namespace reel;
@@ -61,6 +63,44 @@ TEST_CASE("2x2 max pooling's fast path picks what the general loop picks: ties, 
   (yg * w).sum().backward();
   (yf * w).sum().backward();
   CHECK(general.grad().contiguous().to_vector<float>() == fast.grad().to_vector<float>());
+}
+
+TEST_CASE("max pooling's row-at-a-time loop picks what a window-at-a-time scan picks", "[pool]") {
+  // Every window read in scan order (h, then w), the first maximum kept and the last NaN,
+  // against the kernel for kernels 1-4, strides 1-3, padding, ceil_mode and a strided view;
+  // values from {0, 1, 2} (many ties) with NaNs sprinkled in.
+  manual_seed(6);
+  Tensor v = (rand({2, 3, 11, 10}) * 3.0).to(DType::i64).to(DType::f64);
+  double* d = v.data<double>();
+  for (int64_t i = 0; i < v.numel(); i += 13) d[i] = std::nan("");
+  for (Tensor x : {v, v.transpose(2, 3)})
+    for (int64_t k = 1; k <= 4; ++k)
+      for (int64_t s = 1; s <= 3; ++s)
+        for (int64_t pad = 0; pad <= k / 2; ++pad)
+          for (bool ceil : {false, true}) {
+            INFO("kernel " << k << " stride " << s << " padding " << pad << " ceil " << ceil << " width stride " << x.stride(3));
+            PoolWithIndices r = max_pool2d_with_indices(x, {.kernel = k, .stride = s, .padding = pad, .ceil_mode = ceil});
+            const int64_t H = x.size(2), W = x.size(3), OH = r.values.size(2), OW = r.values.size(3);
+            Tensor xc = x.contiguous();
+            const double* X = xc.data<double>();
+            std::vector<double> got = r.values.to_vector<double>();
+            std::vector<int64_t> at = r.indices.to_vector<int64_t>();
+            bool same = true;
+            for (int64_t plane = 0; plane < 6; ++plane)
+              for (int64_t oh = 0; oh < OH; ++oh)
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                  double best = -INFINITY;
+                  int64_t arg = -1;
+                  for (int64_t h = std::max<int64_t>(0, oh * s - pad); h < std::min(H, oh * s - pad + k); ++h)
+                    for (int64_t w = std::max<int64_t>(0, ow * s - pad); w < std::min(W, ow * s - pad + k); ++w) {
+                      const double e = X[plane * H * W + h * W + w];
+                      if (arg < 0 || e > best || std::isnan(e)) best = e, arg = h * W + w;
+                    }
+                  const size_t o = size_t((plane * OH + oh) * OW + ow);
+                  same = same && at[o] == arg && (std::isnan(best) ? std::isnan(got[o]) : got[o] == best);
+                }
+            CHECK(same);
+          }
 }
 
 TEST_CASE("avg_pool2d averages with and without the padding in the count", "[pool]") {
