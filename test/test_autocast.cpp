@@ -224,6 +224,27 @@ TEST_CASE("autocast matches PyTorch 1.13's torch.autocast on its products (gener
       {"cross_entropy of a bf16 linear", [](const auto& v) {
          return cross_entropy(linear(v[0], v[1], v[2]), tensor({0, 3, 1, 2, 3}, {.dtype = DType::i64}));
        }}};
+  // between the products: the norms (mixed on channels-last bf16), pooling, sums, a 1x1
+  auto conv = [](const auto& v) { return conv2d(v[0], v[1], v[2], {.padding = {1, 1}}); };
+  auto train_norm = [conv](const auto& v) { return batch_norm(conv(v), v[3], v[4], Tensor(), Tensor(), true); };
+  ops["batch_norm of a bf16 conv2d, training"] = train_norm;
+  ops["batch_norm of a bf16 conv2d, NaN and inf in x"] = train_norm;
+  ops["batch_norm of a bf16 conv2d, empty batch"] = train_norm;
+  ops["batch_norm of a bf16 conv2d, eval"] = [conv](const auto& v) {
+    Tensor mean = tensor({-0.2f, -0.1f, 0.0f, 0.05f, 0.1f, 0.15f, 0.2f, 0.3f});
+    Tensor var = tensor({0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 0.6f, 0.9f, 1.1f});
+    return batch_norm(conv(v), v[3], v[4], mean, var, false);
+  };
+  ops["relu(batch_norm) of a bf16 conv2d, training"] = [conv](const auto& v) {
+    return batch_norm_relu({conv(v)}, v[3], v[4], Tensor(), Tensor(), true);
+  };
+  ops["avg_pool2d of a bf16 conv2d"] = [conv](const auto& v) {
+    return avg_pool2d(conv(v), {.kernel = 3, .stride = 2, .padding = 1});
+  };
+  ops["relu(a + b) of two bf16 conv2d"] = [conv](const auto& v) {
+    return add_relu(conv(v), conv2d(v[0], v[3], v[2], {.padding = {1, 1}}));
+  };
+  ops["1x1 conv2d after a bf16 conv2d"] = [conv](const auto& v) { return conv2d(conv(v), v[3]); };
   REQUIRE(kAutocastRefs.size() == ops.size());
   for (const AutocastRef& ref : kAutocastRefs) {
     INFO(ref.name);
@@ -235,8 +256,13 @@ TEST_CASE("autocast matches PyTorch 1.13's torch.autocast on its products (gener
       AutocastGuard amp({.dtype = DType::bf16});
       out = ops.at(ref.name)(leaves);
     }
-    // conv_transpose2d is lowered as in PyTorch 2.x; 1.13 left it f32 (docs/amp.md)
-    bool lowered = std::string(ref.dtype) == "bfloat16" || std::string(ref.name) == "conv_transpose2d";
+    // conv_transpose2d is lowered as in PyTorch 2.x; 1.13 left it f32 (docs/amp.md). A
+    // batch norm is mixed (bf16 out, as PyTorch's) on channels-last bf16 activations, and
+    // computes in f32 on the others (docs/amp.md's f32 list)
+    const std::string name = ref.name;
+    const bool norm = name.find("batch_norm") != std::string::npos;
+    const bool lowered = norm ? backend_for(kCPU).channels_last(DType::bf16)
+                              : std::string(ref.dtype) == "bfloat16" || name == "conv_transpose2d";
     CHECK(out.dtype() == (lowered ? DType::bf16 : DType::f32));
     REQUIRE(out.shape() == ref.shape);
     // one bf16 rounding of the result apart (accumulation orders differ)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes test/reference/autocast.inc: PyTorch 1.13's torch.autocast("cpu", dtype=torch.bfloat16)
-on the products reel lowers (linear, matmul, bmm, conv2d, conv1d, conv_transpose2d) and a loss
-on their output (cross_entropy, f32 in both), with f32 leaves: each case's inputs (rounded to
+on the products reel lowers (linear, matmul, bmm, conv2d, conv1d, conv_transpose2d), on what a
+convnet runs between them (batch norm, relu, average pooling, sums, 1x1 convolutions), and a
+loss on their output (cross_entropy, f32 in both), with f32 leaves: each case's inputs (rounded to
 bf16, so both libraries start from the same values), the output's dtype and values, and the
 gradients of the f32 leaves through sum(out * gy). Cases with NaN and inf in the inputs and
 with an empty batch are included. test/test_autocast.cpp replays them. Run with Debian's
@@ -70,6 +71,34 @@ case("conv2d, stride 2", lambda x, w, b: F.conv2d(x, w, b, stride=2), [bf16((2, 
 case("conv1d", lambda x, w, b: F.conv1d(x, w, b, padding=1), [bf16((2, 3, 9)), bf16((5, 3, 3), 0.3), bf16((5,))])
 case("conv_transpose2d", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2),
      [bf16((2, 4, 4, 4)), bf16((4, 3, 3, 3), 0.3), bf16((3,))])
+# What runs between the products in a convnet, on the bf16 activations of a convolution
+# (channels-last on AMX CPUs in reel): PyTorch's CPU batch norm of bf16 input with f32
+# parameters (bf16 out), average pooling, relu(a + b), and a 1x1 convolution after one.
+img, k, kb = bf16((2, 3, 6, 6)), bf16((8, 3, 3, 3), 0.3), bf16((8,))
+gamma, beta = bf16((8,), 0.5) + 1, bf16((8,))
+running_mean = torch.tensor([-0.2, -0.1, 0.0, 0.05, 0.1, 0.15, 0.2, 0.3])
+running_var = torch.tensor([0.5, 0.75, 1.0, 1.25, 1.5, 0.6, 0.9, 1.1])
+conv = lambda x, k, kb: F.conv2d(x, k, kb, padding=1)
+case("batch_norm of a bf16 conv2d, training",
+     lambda x, k, kb, g, bt: F.batch_norm(conv(x, k, kb), None, None, g, bt, training=True), [img, k, kb, gamma, beta])
+case("batch_norm of a bf16 conv2d, eval",
+     lambda x, k, kb, g, bt: F.batch_norm(conv(x, k, kb), running_mean, running_var, g, bt, training=False),
+     [img, k, kb, gamma, beta])
+img_bad = img.clone()
+img_bad[1, 2, 3, 3] = float("nan")
+img_bad[0, 1, 0, 5] = float("inf")
+case("batch_norm of a bf16 conv2d, NaN and inf in x",
+     lambda x, k, kb, g, bt: F.batch_norm(conv(x, k, kb), None, None, g, bt, training=True), [img_bad, k, kb, gamma, beta])
+case("batch_norm of a bf16 conv2d, empty batch",
+     lambda x, k, kb, g, bt: F.batch_norm(conv(x, k, kb), None, None, g, bt, training=True),
+     [torch.zeros(0, 3, 6, 6), k, kb, gamma, beta])
+case("relu(batch_norm) of a bf16 conv2d, training",
+     lambda x, k, kb, g, bt: F.relu(F.batch_norm(conv(x, k, kb), None, None, g, bt, training=True)),
+     [img, k, kb, gamma, beta])
+case("avg_pool2d of a bf16 conv2d", lambda x, k, kb: F.avg_pool2d(conv(x, k, kb), 3, 2, 1), [img, k, kb])
+k2 = bf16((8, 3, 3, 3), 0.3)
+case("relu(a + b) of two bf16 conv2d", lambda x, k, kb, k2: F.relu(conv(x, k, kb) + conv(x, k2, kb)), [img, k, kb, k2])
+case("1x1 conv2d after a bf16 conv2d", lambda x, k, kb, k1: F.conv2d(conv(x, k, kb), k1), [img, k, kb, bf16((5, 8, 1, 1), 0.3)])
 labels = torch.tensor([0, 3, 1, 2, 3])
 case("cross_entropy of a bf16 linear", lambda x, w, b: F.cross_entropy(F.linear(x, w, b), labels), [x, w, b],
      loss=True)
