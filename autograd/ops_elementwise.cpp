@@ -41,7 +41,7 @@ Tensor binary_forward(const OpScope& op, BinaryOp kind, const Tensor& a, const T
     bc.b = cast(bc.b, DType::f32);
   }
   // a channels-last operand (a convolution's activation) keeps the output channels-last
-  const bool a_cl = bc.a.dim() == 4 && is_channels_last(bc.a.shape(), bc.a.strides());
+  const bool a_cl = is_channels_last(bc.a.shape(), bc.a.strides());
   Tensor out = new_in_layout_of(a_cl ? bc.a : bc.b, bc.shape, bc.a.dtype());
   if (out.numel()) backend_of(out).binary(kind, out, bc.a, bc.b);
   return out;

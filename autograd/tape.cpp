@@ -217,8 +217,7 @@ Tensor new_in_layout_of(const Tensor& like, const Dims& shape, DType dtype) {
   auto takes_it = [](const Backend& be) {
     return be.channels_last(DType::bf16) || be.channels_last(DType::f16) || be.channels_last(DType::f32);
   };
-  const bool cl = like.dim() == 4 && shape.size() == 4 && is_channels_last(like.shape(), like.strides()) &&
-                  takes_it(backend_of(like));
+  const bool cl = shape.size() == 4 && is_channels_last(like.shape(), like.strides()) && takes_it(backend_of(like));
   return new_tensor(shape, dtype, like.device(), cl ? channels_last_strides(shape) : contiguous_strides(shape));
 }
 

@@ -121,7 +121,7 @@ void backward_weight_pointwise(const Tensor& gw, const Tensor& gy, const Tensor&
 // took 145 ms of W11's 365 ms of bf16 convolution per step, ~4x the forward's time for
 // the same flops.
 bool channels_last_bf16(const Tensor& t) {
-  return t.dtype() == DType::bf16 && t.dim() == 4 && is_channels_last(t.shape(), t.strides());
+  return t.dtype() == DType::bf16 && is_channels_last(t.shape(), t.strides());
 }
 void backward_weight_pointwise_channels_last(const Tensor& gw, const Tensor& gy, const Tensor& x) {
   const int64_t P = x.shape()[0] * x.shape()[2] * x.shape()[3], C = x.shape()[1], O = gw.shape()[0];

@@ -70,8 +70,6 @@ void channels_last_pass(T* y, float* mask, const T* x, int64_t N, int64_t C, int
   }
 }
 
-bool channels_last4(const Tensor& t) { return t.dim() == 4 && is_channels_last(t.shape(), t.strides()); }
-
 }  // namespace
 
 bool dropout_one_pass(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
@@ -79,7 +77,8 @@ bool dropout_one_pass(const Tensor& y, const Tensor& mask, const Tensor& x, doub
   const DType dt = x.dtype();
   if (mask.dtype() != DType::f32 || (dt != DType::f32 && dt != DType::bf16) || y.dtype() != dt) return false;
   const bool plain = x.is_contiguous() && y.is_contiguous() && mask.is_contiguous();
-  if (!plain && !(channels_last4(x) && channels_last4(y) && channels_last4(mask))) return false;
+  auto cl = [](const Tensor& t) { return is_channels_last(t.shape(), t.strides()); };
+  if (!plain && !(cl(x) && cl(y) && cl(mask))) return false;
   const Rule r{uint32_t(std::min(std::ceil(p * 16777216.0), 16777216.0)), float(1.0 / (1.0 - p))};
   auto run = [&](auto* yp, const auto* xp) {
     float* m = static_cast<float*>(mask.data_ptr());

@@ -38,7 +38,7 @@ Planes planes(const Tensor& x) {
   }
   // channels-last (bf16 activations on AMX CPUs, Backend::channels_last): the planes merge
   // at stride C, one element per cache line; a transposed copy (one tiled pass) reads better
-  if (!t.defined() || (x.dim() == 4 && is_channels_last(x.shape(), x.strides()))) {
+  if (!t.defined() || is_channels_last(x.shape(), x.strides())) {
     t = dense_copy(x);
     ss = 1;
   }

@@ -39,7 +39,7 @@ bool cpu_has_v4() { return true; }
 #endif
 
 bool bf16_channels_last(const Tensor& t) {
-  return t.defined() && t.dtype() == DType::bf16 && t.dim() == 4 && is_channels_last(t.shape(), t.strides());
+  return t.defined() && t.dtype() == DType::bf16 && is_channels_last(t.shape(), t.strides());
 }
 bool f32_or_none(const Tensor& t) { return !t.defined() || (t.dtype() == DType::f32 && t.dim() == 1); }
 
