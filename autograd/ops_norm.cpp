@@ -33,9 +33,9 @@ struct NormInput {
   std::vector<Tensor> xs;
   bool mixed = false;  // xs bf16 channels-last, parameters and statistics f32
 };
-NormInput norm_input(const std::vector<Tensor>& xs) {
+NormInput norm_input(const std::vector<Tensor>& xs, bool allow_mixed = true) {
   NormInput r;
-  r.mixed = !xs.empty();
+  r.mixed = allow_mixed && !xs.empty();
   for (const Tensor& t : xs)
     r.mixed = r.mixed && t.defined() && t.dtype() == DType::bf16 && autocast_active(t) &&
               backend_of(t).channels_last(t.dtype()) && is_channels_last(t.shape(), t.strides());
@@ -228,13 +228,9 @@ NormReluInputs norm_relu_inputs(const OpScope& op, const std::vector<Tensor>& xs
   // cast before checking: under autocast a DenseNet's pieces may mix f32 and bf16, and
   // then all of them compute in f32
   NormReluInputs r;
-  if (allow_mixed) {
-    NormInput in = norm_input(xs_in);
-    r.xs = std::move(in.xs);
-    r.mixed = in.mixed;
-  } else {
-    for (const Tensor& t : xs_in) r.xs.push_back(autocast_f32(t));
-  }
+  NormInput in = norm_input(xs_in, allow_mixed);
+  r.xs = std::move(in.xs);
+  r.mixed = in.mixed;
   check_joinable(op, r.xs, 1);
   r.weight = autocast_f32(weight), r.bias = autocast_f32(bias);
   const Tensor& x0 = r.xs[0];
