@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "autocast.h"
+#include "inplace.h"
 #include "internal/backward_hooks.h"
 #include "op_support.h"
 #include "ops.h"
@@ -80,6 +81,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     if (!r.defined()) fail("backward", "a root is an undefined tensor", scope.site);
+    if (r.impl()->stale_view()) refresh_view(r);  // a view whose root was written in place since
     if (!r.requires_grad())
       fail("backward",
            fmt::format("the tensor {} does not require grad and has no grad_fn: nothing on the tape leads to it "
@@ -201,6 +203,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     if (!t.defined() || !t.requires_grad())
       fail("autograd::grad", fmt::format("input {} ({}) does not require grad", i, t.defined() ? t.shape().str() : "undefined"),
            SiteScope::current(site));
+    if (t.impl()->stale_view()) refresh_view(t);
     if (t.is_leaf()) capture.leaves[t.impl()] = i;
     else capture.nodes[t.grad_fn()].push_back({t.impl()->output_nr, i});
   }

@@ -51,6 +51,9 @@ struct CustomState {
 
 struct Node : RefCounted {
   const char* op = "";
+  // The in-place op this node records ("add_", "mul_"), or null: its result became the
+  // history of the tensor written (autograd/inplace.h); op stays the computing op's name.
+  const char* inplace = nullptr;
   Site site{nullptr, 0};
   const ModulePath* module = nullptr;  // the module whose forward() made it (null: none)
   uint64_t seq = 0;  // execution order on its tape
@@ -75,6 +78,8 @@ struct Node : RefCounted {
   bool queued = false;
 
   bool needs_grad(size_t input) const { return edges[input].needs_grad(); }
+  // The name the debug tools show: the in-place op's ("mul_") where the node records one.
+  const char* label() const { return inplace ? inplace : op; }
   const Dims& input_shape(size_t i) const { return inputs[i].shape; }
   // Saves a tensor for backward. An output is saved detached (no cycle through grad_fn).
   void save(const Tensor& t);

@@ -275,9 +275,24 @@ Tensor operator<(const Tensor& a, ScalarArg b);
 Tensor operator<=(const Tensor& a, ScalarArg b);
 Tensor operator>(const Tensor& a, ScalarArg b);
 Tensor operator>=(const Tensor& a, ScalarArg b);
-Tensor& operator+=(Tensor& a, const Tensor& b);  // in place, not recorded
-Tensor& operator-=(Tensor& a, const Tensor& b);
-Tensor& operator*=(Tensor& a, double b);
+// In place, recorded as the in-place methods are (tensor.h); also on a temporary view:
+// y[0] += w, y.narrow(1, 0, 2) *= 0.5.
+Tensor& operator+=(Tensor& a, TensorArg b);
+Tensor& operator-=(Tensor& a, TensorArg b);
+Tensor& operator*=(Tensor& a, TensorArg b);
+Tensor& operator/=(Tensor& a, TensorArg b);
+Tensor& operator+=(Tensor& a, ScalarArg b);
+Tensor& operator-=(Tensor& a, ScalarArg b);
+Tensor& operator*=(Tensor& a, ScalarArg b);
+Tensor& operator/=(Tensor& a, ScalarArg b);
+Tensor operator+=(Tensor&& a, TensorArg b);
+Tensor operator-=(Tensor&& a, TensorArg b);
+Tensor operator*=(Tensor&& a, TensorArg b);
+Tensor operator/=(Tensor&& a, TensorArg b);
+Tensor operator+=(Tensor&& a, ScalarArg b);
+Tensor operator-=(Tensor&& a, ScalarArg b);
+Tensor operator*=(Tensor&& a, ScalarArg b);
+Tensor operator/=(Tensor&& a, ScalarArg b);
 
 // Elementwise closeness, as torch.allclose: |a - b| <= atol + rtol |b|
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, Site site = {});

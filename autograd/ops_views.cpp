@@ -1,5 +1,6 @@
 // Views (shared storage; differentiable), copies between devices and dtypes,
 // and the autograd methods of Tensor.
+#include "inplace.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -123,9 +124,10 @@ Tensor Tensor::reshape(const Dims& shape, Site site) const {
   check_defined(op, *this, "the tensor");
   Dims s = infer_shape(op, *this, shape);
   Dims strides;
-  Tensor out = view_strides(*this, s, strides) ? make_view(*this, s, strides, offset())
-                                               : make_view(contiguous(), s, contiguous_strides(s), 0);
+  const bool is_view = view_strides(*this, s, strides);
+  Tensor out = is_view ? make_view(*this, s, strides, offset()) : make_view(contiguous(), s, contiguous_strides(s), 0);
   record(op, reshape_backward, {this}, {&out});
+  if (is_view) mark_view(out, *this);
   return out;
 }
 
@@ -140,6 +142,7 @@ Tensor Tensor::view(const Dims& shape, Site site) const {
                              this->shape().str(), this->strides().str(), s.str()), op.site);
   Tensor out = make_view(*this, s, strides, offset());
   record(op, reshape_backward, {this}, {&out});
+  mark_view(out, *this);
   return out;
 }
 
@@ -160,6 +163,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1, Site site) const {
     n->ints[0] = a;
     n->ints[1] = b;
   }
+  mark_view(out, *this);
   return out;
 }
 
@@ -188,6 +192,7 @@ Tensor Tensor::permute(const Dims& order, Site site) const {
         gi[0] = g[0].permute(n.dims);
       }, {this}, {&out}))
     n->dims = inverse;
+  mark_view(out, *this);
   return out;
 }
 
@@ -237,6 +242,7 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step, Sit
     node->ints[1] = start;
     node->ints[2] = step;
   }
+  mark_view(out, *this);
   return out;
 }
 
@@ -275,6 +281,7 @@ Tensor Tensor::expand(const Dims& shape_, Site site) const {
   record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
     gi[0] = sum_to(g[0], n.inputs[0].shape);
   }, {this}, {&out});
+  mark_view(out, *this);
   return out;
 }
 
@@ -294,6 +301,7 @@ Tensor Tensor::squeeze(int64_t dim_, Site site) const {
   OpScope op("squeeze", site);
   Tensor out = make_view(*this, s, st, offset());
   record(op, reshape_backward, {this}, {&out});
+  mark_view(out, *this);
   return out;
 }
 
@@ -306,6 +314,7 @@ Tensor Tensor::unsqueeze(int64_t dim_, Site site) const {
   st.insert(d, d < dim() ? strides()[d] * shape()[d] : 1);
   Tensor out = make_view(*this, s, st, offset());
   record(op, reshape_backward, {this}, {&out});
+  mark_view(out, *this);
   return out;
 }
 
@@ -352,74 +361,90 @@ Tensor Tensor::detach() const {
   return make_view(*this, shape(), strides(), offset());
 }
 
-// ---- in place
-namespace {
-void check_inplace(const OpScope& op, const Tensor& t) {
-  check_defined(op, t, "the tensor");
-  if (grad_enabled() && t.requires_grad() && t.is_leaf())
-    fail(op.op, fmt::format("a leaf tensor {} that requires grad is written in place while grad mode is on; "
-                            "wrap the update in reel::NoGradGuard", t.shape().str()), op.site);
-}
-}  // namespace
-
+// ---- in place (autograd/inplace.h: recorded when something requires grad, else one pass)
 Tensor& Tensor::zero_(Site site) { return fill_(0.0, site); }
 
+// x = value everywhere; no gradient reaches the old x
 Tensor& Tensor::fill_(double value, Site site) {
-  OpScope op("fill_", site);
-  check_inplace(op, *this);
-  if (numel()) backend_of(*this).fill(*this, value);
-  storage()->bump_version();
-  return *this;
+  return run_inplace(
+      "fill_", site, *this, {}, [&](const OpScope&) { if (numel()) backend_of(*this).fill(*this, value); },
+      [&](const OpScope&) { return full(shape(), value, {.dtype = dtype(), .device = device()}); },
+      /*fills=*/true);
 }
 
+// x = src broadcast to x's shape, in x's dtype; the gradient goes to src, none to the old x
 Tensor& Tensor::copy_(const Tensor& src, Site site) {
-  OpScope op("copy_", site);
-  check_inplace(op, *this);
-  check_defined(op, src, "the source");
-  Dims b = broadcast_shapes("copy_", shape(), src.shape(), op.site);
-  if (!(b == shape()))
-    fail("copy_", fmt::format("source shape {} does not broadcast to destination shape {}", src.shape().str(),
-                              shape().str()), op.site);
-  Tensor s = expand_view(src, shape());
-  if (numel()) {
-    if (device() == src.device() || src.device().is_cpu()) backend_of(*this).copy(*this, s);
-    else backend_of(src).copy(*this, s);
-  }
-  storage()->bump_version();
-  return *this;
+  auto check = [&](const OpScope& op) {
+    Dims b = broadcast_shapes("copy_", shape(), src.shape(), op.site);
+    if (!(b == shape()))
+      fail("copy_", fmt::format("source shape {} does not broadcast to destination shape {}", src.shape().str(),
+                                shape().str()), op.site);
+  };
+  return run_inplace(
+      "copy_", site, *this, {&src},
+      [&](const OpScope& op) {
+        check(op);
+        Tensor s = expand_view(src, shape());
+        if (!numel()) return;
+        if (device() == src.device() || src.device().is_cpu()) backend_of(*this).copy(*this, s);
+        else backend_of(src).copy(*this, s);
+      },
+      [&](const OpScope& op) {
+        check(op);
+        Tensor s = src.device() == device() ? src : src.to(device());
+        return s.shape() == shape() ? s : s.expand(shape());
+      });
 }
 
-Tensor& Tensor::add_(const Tensor& other, double alpha, Site site) {
-  OpScope op("add_", site);
-  check_inplace(op, *this);
-  check_defined(op, other, "the other tensor");
-  check_same_device(op, *this, other);
-  Dims b = broadcast_shapes("add_", shape(), other.shape(), op.site);
-  if (!(b == shape()))
-    fail("add_", fmt::format("shape {} does not broadcast to the destination's {}", other.shape().str(),
-                             shape().str()), op.site);
-  if (is_contiguous() && other.shape() == shape() && other.dtype() == dtype()) {
-    backend_of(*this).axpy(*this, other.contiguous(), alpha);
+void add_scaled_unrecorded(const OpScope& op, Tensor& self, const Tensor& other, double alpha) {
+  check_same_device(op, self, other);
+  Dims b = broadcast_shapes(op.op, self.shape(), other.shape(), op.site);
+  if (!(b == self.shape()))
+    fail(op.op, fmt::format("shape {} does not broadcast to the destination's {}", other.shape().str(),
+                            self.shape().str()), op.site);
+  Backend& be = backend_of(self);
+  if (self.is_contiguous() && other.shape() == self.shape() && other.dtype() == self.dtype()) {
+    be.axpy(self, other.contiguous(), alpha);
   } else {
-    Tensor o = cast(expand_view(other, shape()), dtype());
-    Tensor scaled = new_like(*this);
-    backend_of(*this).unary(UnaryOp::mul_scalar, scaled, o, alpha);
-    backend_of(*this).binary(BinaryOp::add, *this, *this, scaled);
+    Tensor o = cast(expand_view(other, self.shape()), self.dtype());
+    Tensor scaled = new_like(self);
+    be.unary(UnaryOp::mul_scalar, scaled, o, alpha);
+    be.binary(BinaryOp::add, self, self, scaled);
   }
-  storage()->bump_version();
-  return *this;
 }
 
+// x = x + alpha other (other broadcast to x's shape)
+Tensor& Tensor::add_(const Tensor& other, double alpha, Site site) {
+  return run_inplace(
+      "add_", site, *this, {&other}, [&](const OpScope& op) { add_scaled_unrecorded(op, *this, other, alpha); },
+      [&](const OpScope&) { return alpha == 1.0 ? reel::add(*this, other) : reel::add(*this, other, alpha); });
+}
+
+// x = factor x
 Tensor& Tensor::mul_(double factor, Site site) {
-  OpScope op("mul_", site);
-  check_inplace(op, *this);
-  if (numel()) backend_of(*this).unary(UnaryOp::mul_scalar, *this, *this, factor);
-  storage()->bump_version();
-  return *this;
+  return run_inplace(
+      "mul_", site, *this, {},
+      [&](const OpScope&) { if (numel()) backend_of(*this).unary(UnaryOp::mul_scalar, *this, *this, factor); },
+      [&](const OpScope&) { return reel::mul(*this, factor); });
 }
 
-Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b, 1.0); }
-Tensor& operator-=(Tensor& a, const Tensor& b) { return a.add_(b, -1.0); }
-Tensor& operator*=(Tensor& a, double b) { return a.mul_(b); }
+// The compound assignments, on a named tensor or on a view made in the same expression
+// (y[0] += w, y.narrow(0, 0, 2) *= s): each is the in-place method, at the caller's line.
+Tensor& operator+=(Tensor& a, TensorArg b) { return a.add_(b.t, 1.0, b.site); }
+Tensor& operator-=(Tensor& a, TensorArg b) { return a.sub_(b.t, 1.0, b.site); }
+Tensor& operator*=(Tensor& a, TensorArg b) { return a.mul_(b.t, b.site); }
+Tensor& operator/=(Tensor& a, TensorArg b) { return a.div_(b.t, b.site); }
+Tensor& operator+=(Tensor& a, ScalarArg b) { return a.add_(b.v, b.site); }
+Tensor& operator-=(Tensor& a, ScalarArg b) { return a.sub_(b.v, b.site); }
+Tensor& operator*=(Tensor& a, ScalarArg b) { return a.mul_(b.v, b.site); }
+Tensor& operator/=(Tensor& a, ScalarArg b) { return a.div_(b.v, b.site); }
+Tensor operator+=(Tensor&& a, TensorArg b) { return a += b; }
+Tensor operator-=(Tensor&& a, TensorArg b) { return a -= b; }
+Tensor operator*=(Tensor&& a, TensorArg b) { return a *= b; }
+Tensor operator/=(Tensor&& a, TensorArg b) { return a /= b; }
+Tensor operator+=(Tensor&& a, ScalarArg b) { return a += b; }
+Tensor operator-=(Tensor&& a, ScalarArg b) { return a -= b; }
+Tensor operator*=(Tensor&& a, ScalarArg b) { return a *= b; }
+Tensor operator/=(Tensor&& a, ScalarArg b) { return a /= b; }
 
 }  // namespace reel

@@ -3,8 +3,10 @@
 
 #include <ostream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
+#include "inplace.h"
 #include "op_support.h"
 
 namespace reel {
@@ -41,19 +43,31 @@ void Tape::remove(Node* n) {
   unlock();
 }
 
+namespace {
+// Takes a reference only while the count is above zero: a node at zero is being destroyed.
+void take_live(std::vector<Ref<Node>>& out, Node* n) {
+  int32_t r = n->refs.load(std::memory_order_relaxed);
+  while (r > 0 && !n->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel)) {}
+  if (r > 0) {
+    out.emplace_back(n);
+    ref_dec(n);
+  }
+}
+}  // namespace
+
 std::vector<Ref<Node>> Tape::entries() const {
   std::vector<Ref<Node>> out;
   lock();
   out.reserve(size());
-  for (Node* n = head_; n; n = n->next) {
-    // Take a reference only while the count is above zero: a node at zero is being destroyed.
-    int32_t r = n->refs.load(std::memory_order_relaxed);
-    while (r > 0 && !n->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel)) {}
-    if (r > 0) {
-      out.emplace_back(n);
-      ref_dec(n);
-    }
-  }
+  for (Node* n = head_; n; n = n->next) take_live(out, n);
+  unlock();
+  return out;
+}
+
+std::vector<Ref<Node>> Tape::entries_since(uint64_t seq) const {
+  std::vector<Ref<Node>> out;
+  lock();
+  for (Node* n = tail_; n && n->seq >= seq; n = n->prev) take_live(out, n);
   unlock();
   return out;
 }
@@ -109,11 +123,16 @@ Tensor Node::saved_tensor(size_t i) const {
         "call backward(..., retain_graph=true) the first time to go through it twice",
         op, site.str(), released_by.empty() ? "" : " (" + released_by + ")"));
   const SavedTensor& s = saved[i];
-  if (s.tensor.defined() && s.tensor.storage()->version() != s.version)
+  if (s.tensor.defined() && s.tensor.storage()->version() != s.version) {
+    const Storage& st = *s.tensor.storage();
+    std::string by = st.last_writer() ? fmt::format(" by {} at {}", st.last_writer(),
+                                                    Site(st.last_writer_file(), st.last_writer_line()).str())
+                                      : std::string();
     throw Error(fmt::format(
-        "backward: a tensor {} saved by {} at {} was modified in place after the forward pass "
-        "(version {} now, {} when saved)",
-        s.tensor.shape().str(), op, site.str(), s.tensor.storage()->version(), s.version));
+        "backward: a tensor {} saved by {} at {} was modified in place{} after the forward pass read it "
+        "(version {} now, {} when saved); clone() it before writing, or write out of place",
+        s.tensor.shape().str(), inplace ? inplace : op, site.str(), by, st.version(), s.version));
+  }
   if (s.output_nr < 0 || !grad_enabled()) return s.tensor;
   // The link is made only for the length of a create_graph backward: no cycle is kept.
   Tensor linked = s.tensor.detach();
@@ -129,7 +148,11 @@ std::string Node::describe() const {
   for (size_t i = 0; i < outputs.size(); ++i) out += (i ? " " : "") + outputs[i].shape.str();
   std::string dev = outputs.empty() ? "" : outputs[0].device.str();
   std::string dt = outputs.empty() ? "" : dtype_name(outputs[0].dtype);
-  return fmt::format("{} {} -> {} {} {} at {}{}", op, in, out, dt, dev, site.str(),
+  // an in-place op shows under its own name; through a view, as the write into the root
+  std::string name = !inplace                        ? std::string(op)
+                     : std::string_view(op) == "copy_slices" ? fmt::format("{} (through a view)", inplace)
+                                                             : std::string(inplace);
+  return fmt::format("{} {} -> {} {} {} at {}{}", name, in, out, dt, dev, site.str(),
                      module ? " in " + module->str() : std::string());
 }
 
@@ -149,6 +172,7 @@ Node* make_node(const OpScope& op, BackwardFn fn, const Tensor* const* inputs, s
     if (!t.defined()) continue;
     node->inputs[i] = {t.shape(), t.dtype(), t.device(), true};
     if (!t.requires_grad()) continue;
+    if (t.impl()->stale_view()) [[unlikely]] refresh_view(t);  // its root was written in place since
     if (t.grad_fn()) {
       node->edges[i].node = t.impl()->grad_fn;
       node->edges[i].output_nr = t.impl()->output_nr;

@@ -17,6 +17,8 @@ class Tape : public RefCounted {
   void remove(Node* n);  // unlinks n (called by ~Node, from any thread)
   size_t size() const { return size_.load(std::memory_order_relaxed); }
   std::vector<Ref<Node>> entries() const;  // the live entries, oldest first
+  std::vector<Ref<Node>> entries_since(uint64_t seq) const;  // those with seq >= seq, newest first
+  uint64_t next_seq() const { return next_seq_; }  // the seq the next entry will get
 
  private:
   void lock() const;

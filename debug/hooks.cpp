@@ -370,10 +370,10 @@ OpFrame* debug_op_begin(const OpScope& op) {
 
 OpFrame* debug_rule_begin(const Node& node, const std::vector<Tensor>& grad_outputs) {
   if (tls.in_tool) return nullptr;
-  if (debug::g_break_any.load(std::memory_order_relaxed) && debug::should_break(node.op, Phase::backward))
+  if (debug::g_break_any.load(std::memory_order_relaxed) && debug::should_break(node.label(), Phase::backward))
     std::raise(SIGTRAP);  // REEL_BREAK_ON=<op>_backward: stopped before the rule of <op> runs
   if (!debug::thread_watches()) return nullptr;
-  OpFrame* f = debug::push_frame(node.op, Phase::backward, node.site);
+  OpFrame* f = debug::push_frame(node.label(), Phase::backward, node.site);
   f->rec.inputs = grad_outputs;
   f->rec.node = &node;
   f->io_reported = true;

@@ -57,7 +57,7 @@ void print_tape(std::ostream& os) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const Node& n = *entries[i];
     std::string dev = !n.outputs.empty() ? n.outputs[0].device.str() : !n.inputs.empty() ? n.inputs[0].device.str() : "";
-    rows.push_back({std::to_string(i), std::to_string(n.seq), n.op, metas_str(n.inputs), metas_str(n.outputs), dev,
+    rows.push_back({std::to_string(i), std::to_string(n.seq), n.label(), metas_str(n.inputs), metas_str(n.outputs), dev,
                     n.module ? n.module->str() : "-", n.site.str()});
   }
   size_t w[7] = {};
@@ -93,7 +93,7 @@ std::string tape_dot() {
     for (size_t k = 0; k < n.outputs.size(); ++k) outs += (k ? ", " : "") + meta_str(n.outputs[k]);
     (n.module ? in_module[n.module] : nodes) +=
         fmt::format("  {} [shape=box, style=\"rounded,filled\", fillcolor=\"#fff2cc\", label=\"#{} {}\\n{}\\n-> {}\"];\n",
-                    id, i, dot_escape(n.op), dot_escape(short_site(n.site)), dot_escape(outs));
+                    id, i, dot_escape(n.label()), dot_escape(short_site(n.site)), dot_escape(outs));
     for (size_t k = 0; k < n.edges.size(); ++k) {
       const Edge& e = n.edges[k];
       std::string from;
@@ -103,7 +103,7 @@ std::string tape_dot() {
           from = fmt::format("outside{}", n_outside++);
           ids[e.node.get()] = from;
           nodes += fmt::format("  {} [shape=box, style=dashed, label=\"{}\\n(not on this tape)\"];\n", from,
-                               dot_escape(e.node->op));
+                               dot_escape(e.node->label()));
         } else {
           from = it->second;
         }

@@ -28,6 +28,17 @@ class Storage : public RefCounted {
   // Bumped by every in-place write; backward compares it with the value saved.
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // An in-place op's write: bumps the version and remembers the op and the user's line,
+  // so backward can say which write spoiled a saved value.
+  void note_write(const char* op, const char* file, uint32_t line) {
+    bump_version();
+    last_writer_ = op;
+    last_writer_file_ = file;
+    last_writer_line_ = line;
+  }
+  const char* last_writer() const { return last_writer_; }  // null: none noted
+  const char* last_writer_file() const { return last_writer_file_; }
+  uint32_t last_writer_line() const { return last_writer_line_; }
 
  private:
   void* data_ = nullptr;
@@ -36,6 +47,9 @@ class Storage : public RefCounted {
   bool owned_ = true;
   Release release_ = nullptr;
   std::atomic<uint32_t> version_{0};
+  const char* last_writer_ = nullptr;
+  const char* last_writer_file_ = nullptr;
+  uint32_t last_writer_line_ = 0;
 };
 
 inline void ref_inc(Storage* s) { s->refs.fetch_add(1, std::memory_order_relaxed); }

@@ -45,6 +45,14 @@ class TensorImpl : public RefCounted {
   Ref<Node> grad_fn;  // the tape entry that made this tensor; null for leaves
   Ref<TensorImpl> grad;  // accumulated gradient of a leaf
   Ref<AutocastCopy> autocast_copy;  // set on leaves that require grad, by autocast (guarded there)
+  // A view made by a differentiable view op keeps its root (never a view itself), so an
+  // in-place write through it can rewrite the root's history (PyTorch's CopySlices).
+  Ref<TensorImpl> view_base;
+  uint32_t history = 0;       // a root: bumped whenever an in-place op gives it a new grad_fn
+  uint32_t base_history = 0;  // a view: the root's history when this view's grad_fn was made
+  // A view whose root was rewritten in place since its grad_fn was made: its grad_fn is
+  // remade from the root's on next use (autograd/inplace.cpp).
+  bool stale_view() const { return view_base && view_base->history != base_history; }
 };
 inline void ref_inc(TensorImpl* t) { t->refs.fetch_add(1, std::memory_order_relaxed); }
 inline void ref_dec(TensorImpl* t) {
@@ -157,7 +165,9 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1, Site site = {}) const;
 
   // ---- autograd
-  bool requires_grad() const { return impl_ && impl_->requires_grad; }
+  bool requires_grad() const {
+    return impl_ && (impl_->requires_grad || (impl_->stale_view() && impl_->view_base->requires_grad));
+  }
   Tensor& requires_grad_(bool on = true, Site site = {});
   bool is_leaf() const { return !live("is_leaf").grad_fn; }
   Node* grad_fn() const { return live("grad_fn").grad_fn.get(); }
@@ -168,7 +178,11 @@ class Tensor {
   // their .grad(). `gradient` defaults to 1 for a one-element tensor.
   void backward(const Tensor& gradient = {}, bool retain_graph = false, Site site = {}) const;
 
-  // ---- in-place (never recorded; refuse a leaf that requires grad while grad mode is on)
+  // ---- in place. Recorded as PyTorch records them (autograd/inplace.h): when this tensor or
+  // an operand requires grad under grad mode, the op becomes this tensor's history (through
+  // its root, for a view); otherwise one pass, nothing recorded. Refused: a leaf that
+  // requires grad, a view of one, a tensor whose elements overlap in memory (an expand),
+  // under grad mode; a value saved for backward and overwritten is named at backward.
   Tensor& zero_(Site site = {});
   Tensor& fill_(double value, Site site = {});
   Tensor& copy_(const Tensor& src, Site site = {});
@@ -317,8 +331,8 @@ class Tensor {
   bool is_cuda() const { return device().is_cuda(); }
   Tensor& set_requires_grad(bool on, Site site = {}) { return requires_grad_(on, site); }
 
-  // ---- in place, libtorch's spellings (autograd/ops_methods_inplace.cpp). As the in-place
-  // methods above: never recorded, a leaf that requires grad refused while grad mode is on.
+  // ---- in place, libtorch's spellings (autograd/ops_methods_inplace.cpp). Recorded and
+  // refused as the in-place methods above.
   // Each writes the out-of-place op's result into this tensor, converted to its dtype
   // (eq_ writes 1 or 0); the result must have this tensor's shape.
   Tensor& eq_(const Tensor& other, Site site = {});
@@ -353,6 +367,13 @@ class Tensor {
   Tensor& clamp_max_(double high, Site site = {});
   Tensor& masked_fill_(const Tensor& mask, double value, Site site = {});
   Tensor& index_fill_(int64_t dim, const Tensor& index, double value, Site site = {});
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, Site site = {});
+  Tensor& scatter_(int64_t dim, const Tensor& index, double value, Site site = {});
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src, Site site = {});
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& src, double alpha = 1, Site site = {});
+  Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false,
+                     Site site = {});
+  Tensor& masked_fill_(const Tensor& mask, const Tensor& value, Site site = {});
   // the fills of tensor/tensor.h's free uniform_ and normal_, from gen or the thread's default generator
   Tensor& uniform_(double low = 0, double high = 1, Site site = {});
   Tensor& uniform_(double low, double high, Generator& gen, Site site = {});
