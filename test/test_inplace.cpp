@@ -395,3 +395,32 @@ TEST_CASE("in-place ops: a residual block written with += trains like its out-of
   CHECK(a1.to_vector<double>() == b1.to_vector<double>());
   CHECK(a2.to_vector<double>() == b2.to_vector<double>());
 }
+
+TEST_CASE("in-place ops: anomaly mode and the profiler name the in-place op and its line", "[inplace][debug]") {
+  {
+    debug::AnomalyMode anomaly;
+    Tensor x = tensor({1, 1000}).requires_grad_();
+    Tensor y = x * 1;
+    const int line = __LINE__ + 1;
+    CHECK_THROWS_WITH(y.exp_(), Catch::Contains("exp_") && Catch::Contains("gave inf") &&
+                                    Catch::Contains("test_inplace.cpp:" + std::to_string(line)));
+    Tensor z = tensor({{4, 0}}).requires_grad_() * 1;
+    const int l_sqrt = __LINE__ + 1;
+    z.sqrt_();
+    CHECK_THROWS_WITH(z.sum().backward(), Catch::Contains("backward rule of sqrt_ gave inf") &&
+                                              Catch::Contains("test_inplace.cpp:" + std::to_string(l_sqrt)));
+  }
+  Tensor x = randn({4, 3}).requires_grad_();
+  debug::Profiler prof;
+  Tensor y = x * 2;
+  y += x;
+  y.sum().backward();
+  prof.stop();
+  bool forward = false, backward = false;
+  for (const auto& r : prof.table()) {
+    forward = forward || r.op == "add_";
+    backward = backward || (r.op.find("add_") == 0 && r.op.find("backward") != std::string::npos);
+  }
+  CHECK(forward);
+  CHECK(backward);
+}
