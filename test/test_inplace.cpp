@@ -12,28 +12,14 @@
 #include <sstream>
 
 #include "gradcheck.h"
+#include "torch_table.h"
 
 using namespace reel;
 
 namespace {
 
 const std::map<std::string, std::vector<double>>& table() {
-  static const std::map<std::string, std::vector<double>> t = [] {
-    std::map<std::string, std::vector<double>> out;
-    const char* path = REEL_SOURCE_DIR "/test/reference/inplace.txt";
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(std::string("cannot read ") + path);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream words(line);
-      std::string name, word;
-      words >> name;
-      std::vector<double>& values = out[name];
-      while (words >> word) values.push_back(std::strtod(word.c_str(), nullptr));
-    }
-    return out;
-  }();
+  static const auto t = reel::test::load_flat_table("inplace.txt");
   return t;
 }
 

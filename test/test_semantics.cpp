@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gradcheck.h"
+#include "torch_table.h"
 
 using namespace reel;
 using reel::test::gradcheck;
@@ -20,22 +21,7 @@ using V = std::vector<Tensor>;
 namespace {
 
 const std::map<std::string, std::vector<double>>& table() {
-  static const std::map<std::string, std::vector<double>> t = [] {
-    std::map<std::string, std::vector<double>> out;
-    const char* path = REEL_SOURCE_DIR "/test/reference/semantics.txt";
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(std::string("cannot read ") + path);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream words(line);
-      std::string name, word;
-      words >> name;
-      std::vector<double>& values = out[name];
-      while (words >> word) values.push_back(std::strtod(word.c_str(), nullptr));  // reads nan, inf, -inf
-    }
-    return out;
-  }();
+  static const auto t = reel::test::load_flat_table("semantics.txt");
   return t;
 }
 

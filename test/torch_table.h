@@ -15,6 +15,25 @@
 
 namespace reel::test {
 
+// The flat format (semantics.py, inplace.py): "<name> <values...>" a line, nan/inf spelled
+// so; name -> values.
+inline std::map<std::string, std::vector<double>> load_flat_table(const std::string& file) {
+  std::map<std::string, std::vector<double>> out;
+  std::string path = std::string(REEL_SOURCE_DIR) + "/test/reference/" + file;
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string name, word;
+    words >> name;
+    std::vector<double>& values = out[name];
+    while (words >> word) values.push_back(std::strtod(word.c_str(), nullptr));  // reads nan, inf, -inf
+  }
+  return out;
+}
+
 // case -> name -> tensor
 using Table = std::map<std::string, std::map<std::string, Tensor>>;
 
