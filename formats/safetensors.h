@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor.h"
+#include "../tensor/tensor.h"
 
 namespace reel::safetensors {
 

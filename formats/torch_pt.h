@@ -39,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor.h"
+#include "../tensor/tensor.h"
 
 namespace reel::torch_pt {
 
