@@ -11,8 +11,8 @@
 #include "autograd/ops_attention.h" // scaled_dot_product_attention: fused, flash-attention style (O(T) memory)
 #include "autograd/tape.h"      // the tape: backward, autograd::grad, printing
 #include "autograd/hooks.h"     // post-accumulate-grad and end-of-backward hooks (what DistributedDataParallel uses)
-#include "tensor/safetensors.h" // safetensors files: save, load, parse
-#include "tensor/torch_pt.h"    // PyTorch's .pt/.pth files (torch.save): torch_pt::load, parse
+#include "formats/safetensors.h" // safetensors files: save, load, parse
+#include "formats/torch_pt.h"   // PyTorch's .pt/.pth files (torch.save): torch_pt::load, parse
 #include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
 #include "nn/rnn.h"             // nn::RNN, GRU, LSTM, RNNCell, GRUCell, LSTMCell

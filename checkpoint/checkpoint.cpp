@@ -9,7 +9,7 @@
 #include <optional>
 #include <set>
 
-#include "../tensor/safetensors.h"
+#include "../formats/safetensors.h"
 
 namespace reel::checkpoint {
 

@@ -14,8 +14,8 @@
 
 #include "../autograd/autocast.h"
 #include "../autograd/grad_mode.h"
-#include "../tensor/safetensors.h"
-#include "../tensor/torch_pt.h"
+#include "../formats/safetensors.h"
+#include "../formats/torch_pt.h"
 
 namespace reel::nn {
 

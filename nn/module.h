@@ -165,7 +165,7 @@ class Module {
   // load() validates every name, shape and dtype before it copies anything: on any
   // mismatch it throws Error naming the file and leaves the module unchanged.
   // Values are converted to each tensor's dtype and device. A path ending in .pt or
-  // .pth is read as PyTorch's torch.save state dict (tensor/torch_pt.h), with the same
+  // .pth is read as PyTorch's torch.save state dict (formats/torch_pt.h), with the same
   // checks; any other path as safetensors.
   void save(const std::string& path) const;
   void load(const std::string& path);

@@ -11,7 +11,7 @@
 #include "../autograd/autocast.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/ops.h"
-#include "../tensor/safetensors.h"
+#include "../formats/safetensors.h"
 
 namespace reel::optim {
 

@@ -9,7 +9,7 @@
 #include <numbers>
 #include <set>
 
-#include "../tensor/safetensors.h"
+#include "../formats/safetensors.h"
 
 namespace reel::optim {
 

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "error.h"
+#include "../tensor/error.h"
 
 namespace reel::detail {
 

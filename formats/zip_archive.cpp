@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "error.h"
+#include "../tensor/error.h"
 
 namespace reel::detail {
 

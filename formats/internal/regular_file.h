@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "../error.h"
+#include "../../tensor/error.h"
 
 namespace reel::internal {
 
