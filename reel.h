@@ -13,6 +13,7 @@
 #include "autograd/hooks.h"     // post-accumulate-grad and end-of-backward hooks (what DistributedDataParallel uses)
 #include "formats/safetensors.h" // safetensors files: save, load, parse
 #include "formats/torch_pt.h"   // PyTorch's .pt/.pth files (torch.save): torch_pt::load, parse
+#include "tensor/atomic_file.h" // write_file_atomically: the one way reel writes a file (temporary, fsync, rename)
 #include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
 #include "nn/rnn.h"             // nn::RNN, GRU, LSTM, RNNCell, GRUCell, LSTMCell

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <map>
 
+#include "../tensor/atomic_file.h"
 #include "internal/frames.h"
 
 namespace reel::debug {
@@ -90,24 +90,6 @@ std::vector<int64_t> op_child_ns(const std::vector<ProfileEvent>& ev) {
   return child_ns;
 }
 
-// Writes `text` to `path` through a temporary and a rename: never a partial file.
-void write_atomically(const std::string& path, const std::string& text, const char* what) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(fmt::format("{}: cannot open {} for writing", what, tmp));
-    f << text;
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw Error(fmt::format("{}: writing {} failed", what, tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("{}: cannot rename {} to {}", what, tmp, path));
-  }
-}
 }  // namespace
 
 namespace detail {
@@ -136,9 +118,6 @@ void profiler_span(Profiler::State& p, ProfileSpan::Kind kind, std::string name,
   p.spans.push_back(std::move(s));
 }
 bool profiler_synchronizes(const Profiler::State& p) { return p.opt.synchronize; }
-void write_file_atomically(const std::string& path, const std::string& text, const char* what) {
-  write_atomically(path, text, what);
-}
 }  // namespace detail
 
 std::string ProfileEvent::name() const {
@@ -335,7 +314,7 @@ std::string Profiler::chrome_trace() const {
 }
 
 void Profiler::write_chrome_trace(const std::string& path) const {
-  write_atomically(path, chrome_trace(), "write_chrome_trace");
+  write_file_atomically(path, chrome_trace(), "write_chrome_trace");
 }
 
 }  // namespace reel::debug

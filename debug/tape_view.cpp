@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "../autograd/tape.h"
+#include "../tensor/atomic_file.h"
 #include "internal/frames.h"
 
 namespace reel::debug {
@@ -155,6 +156,6 @@ std::string tape_dot() {
          nodes + edges + "}\n";
 }
 
-void write_dot(const std::string& path) { detail::write_file_atomically(path, tape_dot(), "write_dot"); }
+void write_dot(const std::string& path) { write_file_atomically(path, tape_dot(), "write_dot"); }
 
 }  // namespace reel::debug

@@ -4,13 +4,10 @@
 // offsets must tile the data section exactly (no overlaps, no holes), as the
 // reference implementation requires.
 #include "safetensors.h"
+#include "atomic_file.h"
 #include "internal/regular_file.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -406,110 +403,18 @@ std::vector<uint8_t> serialize(const std::vector<std::pair<std::string, Tensor>>
   return out;
 }
 
-namespace {
-std::string dir_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// The file a save writes: `path`, or what it names when it is a symbolic link (a link to
-// the latest checkpoint stays a link), followed up to 40 links as the kernel does.
-// (POSIX calls: <filesystem> brings std::quoted, which unqualified quoted() would find.)
-std::string save_target(const std::string& path) {
-  std::string p = path;
-  for (int hops = 0; hops < 40; ++hops) {
-    struct stat st;
-    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
-    std::string link(size_t(st.st_size) + 256, '\0');
-    ssize_t n = ::readlink(p.c_str(), link.data(), link.size());
-    if (n < 0) throw Error(fmt::format("safetensors::save: cannot read the link {}: {}", p, std::strerror(errno)));
-    link.resize(size_t(n));
-    p = !link.empty() && link[0] == '/' ? link : dir_of(p) + "/" + link;
-  }
-  throw Error(fmt::format("safetensors::save: {}: too many levels of symbolic links", path));
-}
-
-// A temporary file of a save is locked (flock) while it is written; one left behind by
-// a save that was killed is unlocked (the kernel drops the lock with the process), and
-// the next save of the same target removes it. A temporary of a save still running
-// elsewhere is locked, and stays.
-void remove_stale_temporaries(const std::string& target) {
-  std::string dir = dir_of(target);
-  size_t slash = target.rfind('/');
-  std::string prefix = (slash == std::string::npos ? target : target.substr(slash + 1)) + ".tmp-";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;  // mkostemp below reports what is wrong with the directory
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
-    std::string stale = dir + "/" + name;
-    int fd = ::open(stale.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) continue;
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) ::unlink(stale.c_str());
-    ::close(fd);
-  }
-  ::closedir(d);
-}
-
-void fsync_dir(const std::string& target) {
-  int fd = ::open(dir_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(fmt::format("safetensors::save: cannot open the directory of {}: {}", target, std::strerror(errno)));
-  int r = ::fsync(fd);
-  std::string reason = std::strerror(errno);
-  ::close(fd);
-  if (r != 0) throw Error(fmt::format("safetensors::save: cannot flush the directory of {}: {}", target, reason));
-}
-}  // namespace
-
-// Writes a temporary beside the target, flushes it, renames it over the target and
-// flushes the directory: a save killed at any moment leaves the old file or the new
-// one, whole, and at most its own temporary, which the next save removes.
+// Written through write_file_atomically: a save killed at any moment leaves the old file
+// or the new one, whole, and at most its own temporary, which the next save removes.
 void save(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
           const std::map<std::string, std::string>& metadata) {
   Prepared p = prepare("save", tensors, metadata);
-  std::string target = save_target(path);
-  remove_stale_temporaries(target);
-  std::string tmp;
-  int fd = -1;
-  for (;;) {
-    tmp = target + ".tmp-XXXXXX";
-    fd = mkostemp(tmp.data(), O_CLOEXEC);
-    if (fd < 0)
-      throw Error(fmt::format("safetensors::save: cannot create a temporary file beside {}: {}", target, std::strerror(errno)));
-    // Another save's cleanup may have locked and removed it between mkostemp and flock:
-    // then it has no name any more, and we make another.
-    struct stat st;
-    if (::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &st) == 0 && st.st_nlink > 0) break;
-    ::close(fd);
-  }
-  auto fail_io = [&](const char* what) {
-    std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    ::close(fd);
-    throw Error(fmt::format("safetensors::save: cannot {} {}: {}", what, target, reason));
-  };
-  auto write_all = [&](const void* data, size_t n) {
-    const char* b = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::write(fd, b, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail_io("write");
-      b += w;
-      n -= size_t(w);
-    }
-  };
-  write_all(p.header.data(), p.header.size());
-  for (const Tensor& t : p.data) write_all(t.data_ptr(), size_t(t.numel()) * t.element_size());
-  mode_t mask = ::umask(0);  // mkstemp makes 0600; give the file the usual permissions
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) fail_io("set permissions of");
-  if (::fsync(fd) != 0) fail_io("flush");
-  if (std::rename(tmp.c_str(), target.c_str()) != 0) fail_io("rename the temporary file to");
-  if (::close(fd) != 0)  // after the rename: the lock is held until the name is gone
-    throw Error(fmt::format("safetensors::save: cannot write {}: {}", target, std::strerror(errno)));
-  fsync_dir(target);
+  write_file_atomically(
+      path,
+      [&](FileSink& out) {
+        out.write(p.header.data(), p.header.size());
+        for (const Tensor& t : p.data) out.write(t.data_ptr(), size_t(t.numel()) * t.element_size());
+      },
+      "safetensors::save");
 }
 
 File parse(const uint8_t* data, size_t size, const std::string& source) {

@@ -6,9 +6,8 @@
 #include <zlib.h>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
+#include "../tensor/atomic_file.h"
 #include "../tensor/error.h"
 
 namespace reel {
@@ -62,15 +61,7 @@ std::vector<uint8_t> encode_png(const uint8_t* pixels, int width, int height, in
 
 void write_png(const std::string& path, const uint8_t* pixels, int width, int height, int channels) {
   std::vector<uint8_t> png = encode_png(pixels, width, height, channels);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(png.data()), std::streamsize(png.size()));
-    if (!f) throw Error("write_png: cannot write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error("write_png: cannot rename " + tmp + " to " + path + ": " + ec.message());
+  write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()), "write_png");
 }
 
 }  // namespace reel

@@ -14,7 +14,8 @@ namespace reel {
 // interleaved bytes each. Throws reel::Error for other channel counts or empty images.
 std::vector<uint8_t> encode_png(const uint8_t* pixels, int width, int height, int channels);
 
-// encode_png written to a temporary beside `path`, then renamed over it.
+// encode_png written to `path` by write_file_atomically (tensor/atomic_file.h): a failure
+// leaves the previous file whole and no temporary.
 void write_png(const std::string& path, const uint8_t* pixels, int width, int height, int channels);
 
 }  // namespace reel

@@ -13,8 +13,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -22,6 +20,7 @@
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../debug/debug.h"
+#include "../tensor/atomic_file.h"
 #include "../tensor/backend.h"
 
 namespace reel::onnx {
@@ -541,14 +540,9 @@ void export_model(nn::Module& module, const std::function<std::vector<Tensor>(co
   } catch (const std::exception& e) {
     throw Error(std::string("onnx::export_model: the ONNX checker rejects the traced graph: ") + e.what());
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!model.SerializeToOstream(&f) || !f.flush()) throw Error("onnx::export_model: cannot write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error("onnx::export_model: cannot rename " + tmp + " to " + path + ": " + ec.message());
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) throw Error("onnx::export_model: cannot serialise the model for " + path);
+  write_file_atomically(path, bytes, "onnx::export_model");
 }
 
 void export_model(nn::Module& module, const std::vector<Tensor>& example_inputs, const std::string& path,

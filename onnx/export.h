@@ -34,7 +34,8 @@ struct ExportOptions {
 };
 
 // Runs `forward` once on `example_inputs` (grad mode on, nothing kept) and writes the ops
-// it ran to `path` (to a temporary, checked with onnx::checker, then renamed).
+// it ran to `path` (checked with onnx::checker, then written by write_file_atomically:
+// a failure leaves the previous file whole and no temporary).
 void export_model(nn::Module& module, const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward,
                   const std::vector<Tensor>& example_inputs, const std::string& path, ExportOptions options = {});
 // A one-input, one-output module: forward is module(x), called from `site` (errors name

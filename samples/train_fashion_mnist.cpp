@@ -98,18 +98,15 @@ void progress(int epoch, int epochs, int64_t done, int64_t total, double loss, d
   std::fflush(stderr);
 }
 
-// Rewritten whole after every epoch (to a temporary, then renamed): an interrupted
-// run still leaves complete curves.
+// Rewritten whole after every epoch (reel::write_file_atomically): an interrupted run or a
+// full disk still leaves complete curves.
 void write_curves(const std::filesystem::path& out, const std::vector<EpochLog>& log) {
-  std::filesystem::path tmp = out / "curves.csv.tmp";
-  {
-    std::ofstream f(tmp);
-    f << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,lr,seconds\n";
-    for (size_t i = 0; i < log.size(); ++i)
-      f << i + 1 << ',' << log[i].train_loss << ',' << log[i].train_acc << ',' << log[i].test_loss << ','
-        << log[i].test_acc << ',' << log[i].lr << ',' << log[i].seconds << '\n';
-  }
-  std::filesystem::rename(tmp, out / "curves.csv");
+  std::ostringstream f;
+  f << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,lr,seconds\n";
+  for (size_t i = 0; i < log.size(); ++i)
+    f << i + 1 << ',' << log[i].train_loss << ',' << log[i].train_acc << ',' << log[i].test_loss << ','
+      << log[i].test_acc << ',' << log[i].lr << ',' << log[i].seconds << '\n';
+  reel::write_file_atomically((out / "curves.csv").string(), f.str(), "write_curves");
 }
 
 // The epochs a resumed run had finished, from its curves.csv.

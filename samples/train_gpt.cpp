@@ -103,12 +103,10 @@ struct EvalLog {
 };
 
 void write_curves(const fs::path& out, const std::vector<EvalLog>& log, double unigram) {
-  {
-    std::ofstream f(out / "curves.csv.tmp");
-    f << "step,train_loss,val_loss,lr,unigram_baseline\n";
-    for (const auto& e : log) f << e.step << ',' << e.train << ',' << e.val << ',' << e.lr << ',' << unigram << '\n';
-  }
-  fs::rename(out / "curves.csv.tmp", out / "curves.csv");
+  std::ostringstream f;
+  f << "step,train_loss,val_loss,lr,unigram_baseline\n";
+  for (const auto& e : log) f << e.step << ',' << e.train << ',' << e.val << ',' << e.lr << ',' << unigram << '\n';
+  reel::write_file_atomically((out / "curves.csv").string(), f.str(), "write_curves");
 }
 
 std::string generate(gpt::GPT& model, const std::string& itos, int64_t start_token, int64_t n, Device device) {

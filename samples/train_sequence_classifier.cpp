@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "fashion_mnist.h"  // parse_args, parse_device
 
@@ -86,15 +87,12 @@ void progress(int epoch, int epochs, int64_t done, int64_t total, double loss, d
 }
 
 void write_curves(const std::filesystem::path& out, const std::vector<EpochLog>& log) {
-  std::filesystem::path tmp = out / "curves.csv.tmp";
-  {
-    std::ofstream f(tmp);
-    f << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds\n";
-    for (size_t i = 0; i < log.size(); ++i)
-      f << i + 1 << ',' << log[i].train_loss << ',' << log[i].train_acc << ',' << log[i].test_loss << ','
-        << log[i].test_acc << ',' << log[i].seconds << '\n';
-  }
-  std::filesystem::rename(tmp, out / "curves.csv");
+  std::ostringstream f;
+  f << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds\n";
+  for (size_t i = 0; i < log.size(); ++i)
+    f << i + 1 << ',' << log[i].train_loss << ',' << log[i].train_acc << ',' << log[i].test_loss << ','
+      << log[i].test_acc << ',' << log[i].seconds << '\n';
+  reel::write_file_atomically((out / "curves.csv").string(), f.str(), "write_curves");
 }
 
 struct Score {

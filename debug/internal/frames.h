@@ -41,8 +41,6 @@ void span_end(ProfileSpan::Kind kind, std::string name, const ModulePath* module
 std::string shapes_str(const std::vector<Tensor>& ts);
 // "[1, 0]": the multi-dim index of flat element `flat` of a row-major `shape`
 std::string index_str(const Dims& shape, int64_t flat);
-// Writes text to path through a temporary and a rename (never a partial file); throws Error.
-void write_file_atomically(const std::string& path, const std::string& text, const char* what);
 
 }  // namespace debug::detail
 }  // namespace reel
