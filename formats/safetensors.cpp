@@ -4,7 +4,7 @@
 // offsets must tile the data section exactly (no overlaps, no holes), as the
 // reference implementation requires.
 #include "safetensors.h"
-#include "atomic_file.h"
+#include "../tensor/atomic_file.h"
 #include "internal/regular_file.h"
 
 #include <fmt/format.h>
