@@ -26,6 +26,7 @@
 #include "../cpu/dnnl_common.h"
 #include "../cpu/isa.h"
 #include "../cuda/cuda.h"
+#include "../debug/internal/frames.h"
 #include "../tensor/parallel.h"
 #include "timer.h"
 
@@ -230,11 +231,16 @@ std::string cache_dir(const PeakOptions& opt) {
   return "/tmp/reel-cache";
 }
 
-std::string machine_key(Device device, int threads) {
+// What a cached result holds for: the machine, the library, the threads, oneDNN's ISA cap
+// and the probe's sizes (a quick probe's figures never stand in for the full one's).
+std::string machine_key(Device device, int threads, const PeakOptions& opt) {
   const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  std::string sizes = fmt::format("probe {} B {} GEMM", opt.stream_bytes, opt.gemm_size);
   if (device.is_cuda())
-    return fmt::format("{} | {} | {}", cuda::device_name(device.index), library_string(), cuda::library_versions());
-  return fmt::format("{} | {} | {} threads | isa cap {}", cpu_model(), library_string(), threads, cap ? cap : "none");
+    return fmt::format("{} | {} | {} | {}", cuda::device_name(device.index), library_string(), cuda::library_versions(),
+                       sizes);
+  return fmt::format("{} | {} | {} threads | isa cap {} | {}", cpu_model(), library_string(), threads,
+                     cap ? cap : "none", sizes);
 }
 
 std::string file_name(const std::string& key) {
@@ -242,26 +248,20 @@ std::string file_name(const std::string& key) {
 }
 
 void write_cache(const std::string& path, const MachinePeak& p) {
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  std::string text = fmt::format(
+      "key {}\ndevice {}\nmodel {}\nflags {}\nlibrary {}\nthreads {}\nbandwidth_gbs {}\ncopy_gbs {}\nscale_gbs {}\n"
+      "add_gbs {}\ntriad_gbs {}\nbandwidth_kernel {}\nf32_gflops {}\nbf16_gflops {}\nprobe {}\nmeasured {}\n",
+      p.key, p.device, p.model, p.flags, p.library, p.threads, p.bandwidth_gbs, p.copy_gbs, p.scale_gbs, p.add_gbs,
+      p.triad_gbs, p.bandwidth_kernel, p.f32_gflops, p.bf16_gflops, p.probe, date);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  std::string tmp = path + fmt::format(".tmp{}", getpid());
-  {
-    std::ofstream f(tmp);
-    if (!f) return;
-    f << "key " << p.key << "\n"
-      << "device " << p.device << "\nmodel " << p.model << "\nflags " << p.flags << "\nlibrary " << p.library << "\n"
-      << fmt::format("threads {}\nbandwidth_gbs {}\ncopy_gbs {}\nscale_gbs {}\nadd_gbs {}\ntriad_gbs {}\n", p.threads,
-                     p.bandwidth_gbs, p.copy_gbs, p.scale_gbs, p.add_gbs, p.triad_gbs)
-      << "bandwidth_kernel " << p.bandwidth_kernel << "\n"
-      << fmt::format("f32_gflops {}\nbf16_gflops {}\n", p.f32_gflops, p.bf16_gflops) << "probe " << p.probe << "\n";
-    std::time_t now = std::time(nullptr);
-    char date[32];
-    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-    f << "measured " << date << "\n";
-    if (!f) return;
+  try {  // a cache that cannot be written is no error: the next call measures again
+    debug::detail::write_file_atomically(path, text, "bench::machine_peak");
+  } catch (const Error&) {
   }
-  std::filesystem::rename(tmp, path, ec);  // atomic: a reader sees the old file or the new one
-  if (ec) std::filesystem::remove(tmp, ec);
 }
 
 bool read_cache(const std::string& path, const std::string& key, MachinePeak& p) {
@@ -377,7 +377,7 @@ std::string MachinePeak::str() const {
 
 std::string peak_cache_path(Device device, const PeakOptions& opt) {
   int threads = opt.threads > 0 ? opt.threads : num_threads();
-  return cache_dir(opt) + "/" + file_name(machine_key(device, threads));
+  return cache_dir(opt) + "/" + file_name(machine_key(device, threads, opt));
 }
 
 MachinePeak machine_peak(Device device, PeakOptions opt) {
@@ -385,7 +385,7 @@ MachinePeak machine_peak(Device device, PeakOptions opt) {
   if (device.is_cuda() && !cuda::is_available())
     throw Error(fmt::format("bench::machine_peak: {} asked for, but {}", device.str(), cuda::unavailable_reason()));
   const int threads = opt.threads > 0 ? opt.threads : num_threads();
-  const std::string key = machine_key(device, threads);
+  const std::string key = machine_key(device, threads, opt);
   const std::string path = cache_dir(opt) + "/" + file_name(key);
   MachinePeak p;
   if (opt.use_cache && !opt.refresh && read_cache(path, key, p)) return p;

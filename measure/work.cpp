@@ -4,8 +4,8 @@
 // Ops nest (cross_entropy calls log_softmax; a backward rule calls ops). The hook reports
 // an op when it ends, so its parts have been reported already: they wait in a list per
 // depth, and the op either takes their place (it has a formula: its own count covers
-// them) or hands them up (it has none: they are its count), or, with neither, is listed
-// as uncounted.
+// them) or hands them up (it has none, and every part has one: they are its count), or
+// else is listed as uncounted under its own name.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -56,9 +56,10 @@ struct WorkCounter::State {
           break;
         }
       pending[d].push_back({r.name(), r.module ? r.module->str() : "-", dtype, r.phase, *w, true});
-    } else if (!parts.empty() || transparent_op(r.op)) {
-      for (Entry& e : parts) pending[d].push_back(std::move(e));
-    } else {
+    } else if (transparent_op(r.op) || (!parts.empty() && std::all_of(parts.begin(), parts.end(),
+                                                                        [](const Entry& e) { return e.counted; }))) {
+      for (Entry& e : parts) pending[d].push_back(std::move(e));  // counted from its parts
+    } else {  // no formula, and parts without one too: the op is what the user sees listed
       pending[d].push_back({r.name(), r.module ? r.module->str() : "-", "", r.phase, {}, false});
     }
     if (d == 0) {
