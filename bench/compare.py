@@ -12,8 +12,9 @@ environment and in each variant below. Each run does its own warm-up and `--reps
 timed repetitions; the samples of all rounds are pooled, so every configuration gets
 rounds x reps timed repetitions (default 3 x 2 = 6). Ratios are reel's median over
 the best peer environment's median. Every JSON line (with "env" and "round" added)
-is appended to --json; the floors come from the same run (peak sgemm from
-bench_w0_peak, bandwidth from W6 and W7). Last, bench/compile_time.sh.
+is appended to --json; the floors come from the same run (peak sgemm and the machine
+probe's bandwidth from bench_w0_peak; W7's read floor from its own plain-loop probe).
+Last, bench/compile_time.sh.
 
 Raw results: the current run goes to bench/results/latest.jsonl, whose first line
 ({"meta": ...}) records the command, the machine, the commit and the time; the run
@@ -223,8 +224,12 @@ def table(recs):
         rows.append((what, value, "floor", floor, shown, ("<= " if lower_is_better else ">= ") + f"{target:.3g}", ok))
 
     gflops = pooled(recs, "peak", "reel", "sgemm_gflops")
-    add_ms = pooled(recs, "W6", "reel", "add_inplace_ms")
-    gbs = 12 * 1e7 / (add_ms * 1e-3) / 1e9 if add_ms else None
+    # the bandwidth floor: the machine probe (bench_w0_peak's STREAM, independent of reel's
+    # ops) where it ran; reel's own a += b (W6) only without it, as before round five
+    gbs = pooled(recs, "peak", "reel", "probe_bandwidth_gbs")
+    if not gbs:
+        add_ms = pooled(recs, "W6", "reel", "add_inplace_ms")
+        gbs = 12 * 1e7 / (add_ms * 1e-3) / 1e9 if add_ms else None
     vs_peer("W1", "epoch_s", 0.5)
     w1 = pooled(recs, "W1", "reel", "epoch_s", "default")
     w2 = pooled(recs, "W2", "reel", "epoch_s", "default")

@@ -2,7 +2,10 @@
 // 64 per-channel sums. Each call reads a different one of `--buffers` gradients
 // (default 24 x 16 MiB = 384 MiB, more than this machine's 260 MiB L3), so the data
 // comes from memory. The floor is 16 MiB over the read bandwidth that a plain
-// OpenMP sum of the same buffers reaches here; reports the fraction of it reached.
+// OpenMP sum of the same buffers reaches here (a probe that uses none of reel's ops);
+// reports the fraction of it reached, and the same at the machine probe's bandwidth
+// (reel::bench::machine_peak, STREAM: "machine_floor_*", "probe_*" in the JSON; a plain
+// read may beat STREAM's read-and-write kernels, so that fraction can pass 1).
 // On a GPU the floor is half the time of a device-to-device copy between two of the
 // buffers (the copy reads and writes 16 MiB; the reduction only reads).
 #include "reel_bench.h"
@@ -77,13 +80,20 @@ int main(int argc, char** argv) {
     volatile float sink = 0;
     std::vector<double> read_ms = time_ms([&](const Tensor& g) { sink = sink + read_all(g.data<float>(), kNumel); });
     double floor_ms = bench::stats_of(read_ms).median, gbs = kBytes / (floor_ms * 1e-3) / 1e9;
-    char s[160];
-    std::snprintf(s, sizeof s, "\"floor_ms\": %.4g, \"floor_fraction\": %.3f, \"read_gbs\": %.2f", floor_ms,
-                  floor_ms / bench::stats_of(ms).median, gbs);
+    const reel::bench::MachinePeak& peak = bench::machine(t);
+    const double machine_floor = kBytes / (peak.bandwidth_gbs * 1e6);
+    char s[480];
+    std::snprintf(s, sizeof s,
+                  "\"floor_ms\": %.4g, \"floor_fraction\": %.3f, \"read_gbs\": %.2f, \"machine_floor_ms\": %.4g, "
+                  "\"machine_floor_fraction\": %.3f, %s",
+                  floor_ms, floor_ms / bench::stats_of(ms).median, gbs, machine_floor,
+                  machine_floor / bench::stats_of(ms).median, bench::probe_fields(peak).c_str());
     extra = s;
     bench::report(args, "W7", "reel", t.name.c_str(), "read_floor_ms", read_ms, extra);
-    std::printf("read bandwidth %.2f GB/s: floor %.3f ms; reel reaches %.0f%% of it\n", gbs, floor_ms,
-                100 * floor_ms / bench::stats_of(ms).median);
+    std::printf("read probe (a plain OpenMP sum) %.2f GB/s: floor %.3f ms; reel reaches %.0f%% of it; at the machine "
+                "probe's %.2f GB/s (%s) %.0f%%\n",
+                gbs, floor_ms, 100 * floor_ms / bench::stats_of(ms).median, peak.bandwidth_gbs,
+                peak.bandwidth_kernel.c_str(), 100 * machine_floor / bench::stats_of(ms).median);
   }
   bench::report(args, "W7", "reel", t.name.c_str(), "bias_grad_ms", ms, extra);
   return 0;

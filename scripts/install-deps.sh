@@ -17,6 +17,8 @@ pkgs+=(libopenmpi-dev openmpi-bin)
 pkgs+=(python3-torchvision)
 # scripts/plot_curves.py draws with matplotlib (the README's command, with Debian's python3)
 pkgs+=(python3-matplotlib)
+# the Google Benchmark adapter's test (test/gbench: <reel/measure/gbench.h>, docs/benchmarking.md)
+pkgs+=(libbenchmark-dev)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist fortunes) ;;
