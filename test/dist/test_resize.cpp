@@ -32,7 +32,7 @@ struct World {
   }
   // The next `steps` global steps: each step's indices over all ranks, sorted.
   std::vector<std::vector<int64_t>> run(int64_t steps) {
-    std::vector<std::vector<int64_t>> out(size_t(steps));
+    std::vector<std::vector<int64_t>> out(static_cast<size_t>(steps));
     for (auto& l : loaders) {
       int64_t s = 0;
       for (data::Example& b : *l) {
