@@ -114,6 +114,27 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
                 std::vector<double>{sent}, extra + ", \"buckets\": " + std::to_string(ddp->bucket_count()));
 }
 
+// --only sweep (under mpirun): one all-reduce alone, 4 B to 64 MiB, median µs per size:
+// the points docs/distributed.md fits its latency + bytes / bandwidth model to.
+void sweep(const bench::Args& args, dist::ProcessGroup& pg) {
+  if (pg.rank() == 0) std::printf("%12s %12s %10s\n", "bytes", "median us", "GB/s algo");
+  for (int64_t bytes = 4; bytes <= (int64_t(64) << 20); bytes *= 4) {
+    Tensor t = zeros({bytes / 4});
+    const int reps = bytes < (int64_t(1) << 20) ? 100 : 8;
+    std::vector<double> us;
+    for (int rep = 0; rep < reps + 2; ++rep) {
+      pg.barrier();
+      double t0 = bench::now_s();
+      pg.all_reduce_async(t, dist::ReduceOp::sum).wait();
+      if (rep >= 2) us.push_back(1e6 * (bench::now_s() - t0));
+    }
+    double med = bench::stats_of(us).median;
+    if (pg.rank() == 0) std::printf("%12lld %12.1f %10.3f\n", (long long)bytes, med, double(bytes) / med / 1e3);
+    bench::report(args, "W13", "reel", "cpu", "allreduce_us", us,
+                  "\"ranks\": " + std::to_string(pg.size()) + ", \"bytes\": " + std::to_string(bytes));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,6 +148,11 @@ int main(int argc, char** argv) {
   std::string only = "w3,w4";
   for (size_t i = 0; i + 1 < args.rest.size(); ++i)
     if (args.rest[i] == "--only") only = args.rest[i + 1];
+  if (pg && only == "sweep") {
+    sweep(args, *pg);
+    dist::finalize();
+    return 0;
+  }
   manual_seed(1);
   if (only.find("w3") != std::string::npos) run(args, "w3", make_w3(), {1, 28, 28}, pg);
   manual_seed(1);

@@ -71,6 +71,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     buckets_.push_back(std::move(b));
   }
   stats_.buckets = int64_t(buckets_.size());
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    buckets_[k].label = fmt::format("DistributedDataParallel's bucket {} of {} ({:.2f} MiB, {} parameters)", k + 1,
+                                    buckets_.size(), double(buckets_[k].flat.numel()) * double(buckets_[k].flat.element_size()) / (1024.0 * 1024.0),
+                                    buckets_[k].params.size());
 
   for (size_t i = 0; i < params_.size(); ++i)
     hook_ids_.push_back(autograd::add_post_accumulate_grad_hook(params_[i].t, [this, i](const Tensor&) { on_grad(i); }));
@@ -162,7 +166,7 @@ void DistributedDataParallel::launch(Bucket& b) {
   } else {
     // a sum, divided in finish() on backward's thread: the progress thread runs no ops
     // (each would start an OpenMP pool of its own)
-    b.work = pg_.all_reduce_async(b.flat, ReduceOp::sum);
+    b.work = pg_.all_reduce_async(b.flat, ReduceOp::sum, b.label);
     if (progress_thread_.joinable() && !polling_) {
       polling_ = true;
       cv_.notify_one();

@@ -116,6 +116,7 @@ class DistributedDataParallel {
     size_t pending = 0;  // parameters not ready yet in this backward
     Work work;
     bool launched = false;
+    std::string label;  // "bucket 2 of 5 (1.0 MiB)": named by a timeout
   };
   void on_grad(size_t i);
   void mark_ready(size_t i);

@@ -5,9 +5,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <thread>
 
 #include "../autograd/grad_mode.h"
 #include "internal/state.h"
@@ -30,6 +34,90 @@ void check_mpi(int rc, const char* op, const Site& site) {
   int len = 0;
   MPI_Error_string(rc, msg, &len);
   fail(op, fmt::format("MPI failed: {}", std::string(msg, size_t(len))), site);
+}
+
+namespace {
+
+// After a timeout: every rank that timed out sends the others where it waits ("<seq>
+// <op>: <what>") on a communicator of its own, and listens as long for theirs. A rank
+// that answers with the same sequence number waits in the same collective; a smaller
+// one is still in an earlier collective; no answer: stuck outside MPI, or gone.
+constexpr int kWhereBytes = 160;
+[[noreturn]] void report_timeout(GroupState& g, const char* op, const std::string& what, uint64_t seq) {
+  char mine[kWhereBytes] = {};
+  std::snprintf(mine, sizeof mine, "%llu %s%s%s", (unsigned long long)seq, op, what.empty() ? "" : ": ",
+                what.c_str());
+  std::vector<MPI_Request> reqs;
+  std::vector<std::vector<char>> theirs(size_t(g.size), std::vector<char>(kWhereBytes, '\0'));
+  std::vector<int> from;
+  for (int r = 0; r < g.size; ++r) {
+    if (r == g.rank) continue;
+    reqs.emplace_back();
+    MPI_Isend(mine, kWhereBytes, MPI_CHAR, r, 7, g.fault_comm, &reqs.back());
+  }
+  size_t first_recv = reqs.size();
+  for (int r = 0; r < g.size; ++r) {
+    if (r == g.rank) continue;
+    reqs.emplace_back();
+    MPI_Irecv(theirs[size_t(r)].data(), kWhereBytes, MPI_CHAR, r, 7, g.fault_comm, &reqs.back());
+    from.push_back(r);
+  }
+  // the others time out up to the skew of their arrivals later: listen a while for them
+  const double listen_s = std::min(10.0, std::max(1.0, g.timeout_s));
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(listen_s);
+  std::vector<bool> heard(from.size(), false);
+  while (std::chrono::steady_clock::now() < until) {
+    bool all = true;
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (heard[i]) continue;
+      int flag = 0;
+      MPI_Test(&reqs[first_recv + i], &flag, MPI_STATUS_IGNORE);
+      heard[i] = flag != 0;
+      all = all && heard[i];
+    }
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string missing, elsewhere, waiting;
+  for (size_t i = 0; i < from.size(); ++i) {
+    int r = from[i];
+    if (!heard[i]) {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      continue;
+    }
+    const char* text = theirs[size_t(r)].data();
+    unsigned long long their_seq = std::strtoull(text, nullptr, 10);
+    const char* where = std::strchr(text, ' ');
+    if (their_seq == seq) waiting += (waiting.empty() ? "" : ", ") + std::to_string(r);
+    else
+      elsewhere += fmt::format("{}rank {} waits in collective #{} ({})", elsewhere.empty() ? "" : "; ", r, their_seq,
+                               where ? where + 1 : "?");
+  }
+  std::string msg = fmt::format("{}{} (collective #{} of this rank) did not complete within {} s", op,
+                                what.empty() ? "" : " [" + what + "]", seq, g.timeout_s);
+  if (!missing.empty())
+    msg += fmt::format("; rank(s) {} did not arrive (no word from them in {} s: stuck outside the collectives, or "
+                       "gone)", missing, listen_s);
+  if (!elsewhere.empty()) msg += "; " + elsewhere;
+  if (!waiting.empty()) msg += fmt::format("; rank(s) {} wait in it too", waiting);
+  msg += " (the limit: dist::InitOptions::timeout_s or REEL_DIST_TIMEOUT)";
+  abort(msg);
+}
+
+}  // namespace
+
+void wait_request(GroupState& g, MPI_Request& req, const char* op, const std::string& what, uint64_t seq) {
+  // MPI_Test advances the collective (OpenMPI's progress yields the core when oversubscribed,
+  // as MPI_Wait does); the clock is read every few hundred tests
+  int flag = 0;
+  check_mpi(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), op, Site(nullptr, 0));
+  if (flag) return;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(g.timeout_s);
+  for (unsigned n = 1;; ++n) {
+    check_mpi(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), op, Site(nullptr, 0));
+    if (flag) return;
+    if (n % 256 == 0 && std::chrono::steady_clock::now() > deadline) report_timeout(g, op, what, seq);
+  }
 }
 
 namespace {
@@ -148,7 +236,9 @@ std::string desc_str(const Desc& d) {
 void check_descriptors(GroupState& g, const char* op, const Desc& mine, const Site& site) {
   if (!g.opt.check_shapes || g.size == 1) return;
   std::vector<Desc> all(size_t(g.size));
-  check_mpi(MPI_Allgather(mine.v, kDesc, MPI_INT64_T, all.data(), kDesc, MPI_INT64_T, g.comm), op, site);
+  MPI_Request req;
+  check_mpi(MPI_Iallgather(mine.v, kDesc, MPI_INT64_T, all.data(), kDesc, MPI_INT64_T, g.comm, &req), op, site);
+  wait_request(g, req, op, "its shape check", g.seq);
   for (int r = 1; r < g.size; ++r) {
     const Desc& a = all[0];
     const Desc& b = all[size_t(r)];
@@ -174,6 +264,9 @@ GroupState& state_of(const ProcessGroup& pg) { return pg.state(); }
 
 struct WorkState {
   MPI_Request req = MPI_REQUEST_NULL;
+  GroupState* g = nullptr;
+  std::string what;
+  uint64_t seq = 0;
   Tensor t;
   double factor = 1.0;  // avg: 1 / size
   bool done = false;
@@ -196,7 +289,7 @@ bool Work::test() {
 
 void Work::wait() {
   if (!s_ || s_->done) return;
-  check_mpi(MPI_Wait(&s_->req, MPI_STATUS_IGNORE), "all_reduce_async", Site(nullptr, 0));
+  wait_request(*s_->g, s_->req, "all_reduce_async", s_->what, s_->seq);
   s_->finish();
 }
 
@@ -210,20 +303,24 @@ int ProcessGroup::local_rank() const { return s_->local_rank; }
 int ProcessGroup::local_size() const { return s_->local_size; }
 bool ProcessGroup::threads_may_call() const { return s_->thread_level >= MPI_THREAD_SERIALIZED; }
 const CommStats& ProcessGroup::stats() const { return s_->stats; }
+double ProcessGroup::timeout_s() const { return s_->timeout_s; }
 void ProcessGroup::reset_stats() { s_->stats = {}; }
 
 void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op, Site site) {
   const char* name = "all_reduce";
   GroupState& g = *s_;
   if (!t.defined()) fail(name, "expected a tensor, got an undefined one", site);
+  g.seq++;
   check_descriptors(g, name, describe(kAllReduce, &t, int64_t(op)), site);
   g.stats.collectives++;
   g.stats.all_reduce_bytes += uint64_t(t.numel()) * t.element_size();
   if (t.device().is_cuda()) return nccl::all_reduce(g, t, op, site);
   MPI_Op mop = mpi_op(op, t.dtype(), name, site);
   Tensor buf = host_buffer(t);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data_ptr(), int(buf.numel()), mpi_type(buf.dtype()), mop, g.comm), name,
-            site);
+  MPI_Request req;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data_ptr(), int(buf.numel()), mpi_type(buf.dtype()), mop, g.comm, &req),
+            name, site);
+  wait_request(g, req, name, {}, g.seq);
   if (op == ReduceOp::avg) scale(buf, 1.0 / g.size);
   write_back(t, buf);
 }
@@ -233,6 +330,7 @@ void ProcessGroup::broadcast(const Tensor& t, int root, Site site) {
   GroupState& g = *s_;
   if (!t.defined()) fail(name, "expected a tensor, got an undefined one", site);
   if (root < 0 || root >= g.size) fail(name, fmt::format("root must be in [0, {}), got {}", g.size, root), site);
+  g.seq++;
   check_descriptors(g, name, describe(kBroadcast, &t, root), site);
   g.stats.collectives++;
   g.stats.broadcast_bytes += uint64_t(t.numel()) * t.element_size();
@@ -240,7 +338,9 @@ void ProcessGroup::broadcast(const Tensor& t, int root, Site site) {
   t.storage()->bump_version();
   if (t.device().is_cuda()) return nccl::broadcast(g, t, root, site);
   Tensor buf = host_buffer(t);
-  check_mpi(MPI_Bcast(buf.data_ptr(), int(buf.numel()), mpi_type(buf.dtype()), root, g.comm), name, site);
+  MPI_Request req;
+  check_mpi(MPI_Ibcast(buf.data_ptr(), int(buf.numel()), mpi_type(buf.dtype()), root, g.comm, &req), name, site);
+  wait_request(g, req, name, {}, g.seq);
   write_back(t, buf);
 }
 
@@ -248,6 +348,7 @@ std::vector<Tensor> ProcessGroup::all_gather(const Tensor& t, Site site) {
   const char* name = "all_gather";
   GroupState& g = *s_;
   if (!t.defined()) fail(name, "expected a tensor, got an undefined one", site);
+  g.seq++;
   check_descriptors(g, name, describe(kAllGather, &t, 0), site);
   g.stats.collectives++;
   g.stats.all_gather_bytes += uint64_t(t.numel()) * t.element_size();
@@ -259,8 +360,10 @@ std::vector<Tensor> ProcessGroup::all_gather(const Tensor& t, Site site) {
   } else {
     Tensor in = host_buffer(t);
     Tensor recv = in.dtype() == t.dtype() ? out : empty(shape, {.dtype = in.dtype()});
-    check_mpi(MPI_Allgather(in.data_ptr(), int(in.numel()), mpi_type(in.dtype()), recv.data_ptr(), int(in.numel()),
-                            mpi_type(in.dtype()), g.comm), name, site);
+    MPI_Request req;
+    check_mpi(MPI_Iallgather(in.data_ptr(), int(in.numel()), mpi_type(in.dtype()), recv.data_ptr(), int(in.numel()),
+                             mpi_type(in.dtype()), g.comm, &req), name, site);
+    wait_request(g, req, name, {}, g.seq);
     write_back(out, recv);
   }
   std::vector<Tensor> parts;
@@ -275,6 +378,7 @@ Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op, Site site) {
   if (t.dim() == 0 || t.size(0) % g.size != 0)
     fail(name, fmt::format("expected a first dimension divisible by the {} ranks, got {}", g.size, t.shape().str()),
          site);
+  g.seq++;
   check_descriptors(g, name, describe(kReduceScatter, &t, int64_t(op)), site);
   g.stats.collectives++;
   g.stats.reduce_scatter_bytes += uint64_t(t.numel()) * t.element_size();
@@ -288,19 +392,25 @@ Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op, Site site) {
   MPI_Op mop = mpi_op(op, t.dtype(), name, site);
   Tensor in = host_buffer(t);
   Tensor recv = in.dtype() == t.dtype() ? out : empty(shape, {.dtype = in.dtype()});
-  check_mpi(MPI_Reduce_scatter_block(in.data_ptr(), recv.data_ptr(), int(recv.numel()), mpi_type(in.dtype()), mop,
-                                     g.comm), name, site);
+  MPI_Request req;
+  check_mpi(MPI_Ireduce_scatter_block(in.data_ptr(), recv.data_ptr(), int(recv.numel()), mpi_type(in.dtype()), mop,
+                                      g.comm, &req), name, site);
+  wait_request(g, req, name, {}, g.seq);
   if (op == ReduceOp::avg) scale(recv, 1.0 / g.size);
   write_back(out, recv);
   return out;
 }
 
 void ProcessGroup::barrier(Site site) {
-  check_descriptors(*s_, "barrier", describe(kBarrier, nullptr, 0), site);
-  check_mpi(MPI_Barrier(s_->comm), "barrier", site);
+  GroupState& g = *s_;
+  g.seq++;
+  check_descriptors(g, "barrier", describe(kBarrier, nullptr, 0), site);
+  MPI_Request req;
+  check_mpi(MPI_Ibarrier(g.comm, &req), "barrier", site);
+  wait_request(g, req, "barrier", {}, g.seq);
 }
 
-Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
+Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op, std::string what) {
   const char* name = "all_reduce_async";
   Site site(nullptr, 0);
   GroupState& g = *s_;
@@ -309,6 +419,9 @@ Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
                            t.shape().str(), dtype_name(t.dtype()), t.device().str()), site);
   auto w = std::make_shared<WorkState>();
   w->t = t;
+  w->g = &g;
+  w->what = std::move(what);
+  w->seq = ++g.seq;
   w->factor = op == ReduceOp::avg ? 1.0 / g.size : 1.0;
   g.stats.collectives++;
   g.stats.all_reduce_bytes += uint64_t(t.numel()) * t.element_size();
@@ -322,12 +435,16 @@ void ProcessGroup::check_same(const char* op, const std::string& what, Site site
   if (g.size == 1) return;
   int len = int(what.size());
   std::vector<int> lens(size_t(g.size));
-  check_mpi(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, g.comm), op, site);
+  uint64_t seq = ++g.seq;
+  MPI_Request req;
+  check_mpi(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, g.comm, &req), op, site);
+  wait_request(g, req, op, "the lengths of what it compares", seq);
   std::vector<int> offsets(size_t(g.size), 0);
   for (int r = 1; r < g.size; ++r) offsets[size_t(r)] = offsets[size_t(r - 1)] + lens[size_t(r - 1)];
   std::string all(size_t(offsets.back() + lens.back()), '\0');
-  check_mpi(MPI_Allgatherv(what.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, g.comm), op,
-            site);
+  check_mpi(MPI_Iallgatherv(what.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, g.comm, &req),
+            op, site);
+  wait_request(g, req, op, "what it compares", seq);
   std::string first = all.substr(0, size_t(lens[0]));
   for (int r = 1; r < g.size; ++r) {
     std::string other = all.substr(size_t(offsets[size_t(r)]), size_t(lens[size_t(r)]));
@@ -369,6 +486,18 @@ ProcessGroup& init(InitOptions opt) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s->comm), "dist::init", site);
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s->async_comm), "dist::init", site);
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s->fault_comm), "dist::init", site);
+  s->timeout_s = opt.timeout_s;
+  if (!(s->timeout_s > 0)) {
+    s->timeout_s = 600;
+    if (const char* v = std::getenv("REEL_DIST_TIMEOUT")) {
+      char* end = nullptr;
+      double t = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(t > 0))
+        fail("dist::init", fmt::format("REEL_DIST_TIMEOUT must be a number of seconds > 0, got '{}'", v), site);
+      s->timeout_s = t;
+    }
+  } 
   MPI_Comm_rank(s->comm, &s->rank);
   MPI_Comm_size(s->comm, &s->size);
   MPI_Comm local;
@@ -409,6 +538,7 @@ void finalize() {
     nccl::destroy(g);
     MPI_Comm_free(&g.comm);
     MPI_Comm_free(&g.async_comm);
+    MPI_Comm_free(&g.fault_comm);
   }
   MPI_Finalize();
 }
@@ -425,9 +555,15 @@ void save_on_rank0(ProcessGroup& pg, const std::function<void()>& write, Site si
     }
   }
   int len = int(error.size());
-  check_mpi(MPI_Bcast(&len, 1, MPI_INT, 0, g.comm), "save_on_rank0", site);
+  uint64_t seq = ++g.seq;
+  MPI_Request req;
+  check_mpi(MPI_Ibcast(&len, 1, MPI_INT, 0, g.comm, &req), "save_on_rank0", site);
+  wait_request(g, req, "save_on_rank0", "rank 0's word that it wrote", seq);
   error.resize(size_t(len));
-  if (len > 0) check_mpi(MPI_Bcast(error.data(), len, MPI_CHAR, 0, g.comm), "save_on_rank0", site);
+  if (len > 0) {
+    check_mpi(MPI_Ibcast(error.data(), len, MPI_CHAR, 0, g.comm, &req), "save_on_rank0", site);
+    wait_request(g, req, "save_on_rank0", "rank 0's error", seq);
+  }
   if (len > 0) fail("save_on_rank0", fmt::format("rank 0 failed to write: {}", error), site);
 }
 

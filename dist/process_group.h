@@ -15,7 +15,12 @@
 //
 // Faults: an exception that escapes main() on any rank (and any failure inside MPI)
 // ends the whole job through MPI_Abort with the message on stderr; mpirun ends the job
-// when a rank dies. A rank that catches an error it cannot recover from should call
+// when a rank dies (its message names the rank and the signal). A collective that has
+// not completed after InitOptions::timeout_s (default $REEL_DIST_TIMEOUT, else 600 s)
+// ends the job too: the rank says which collective (and which of DistributedDataParallel's
+// buckets) it waited in and which ranks did not arrive (each rank that timed out tells
+// the others where it waits; a rank that says nothing is stuck outside the collectives
+// or gone). A rank that catches an error it cannot recover from should call
 // dist::abort(message) rather than return, as its peers wait in their next collective.
 #pragma once
 #include <cstdint>
@@ -33,6 +38,10 @@ const char* reduce_op_name(ReduceOp op);
 
 struct InitOptions {
   bool check_shapes = true;  // exchange a descriptor before each collective (a few µs)
+  // Seconds a collective may wait for the other ranks before the job ends; 0: the
+  // environment's REEL_DIST_TIMEOUT, else 600 (generous: a slow rank's checkpoint or
+  // evaluation must not trip it).
+  double timeout_s = 0;
 };
 
 // Bytes this process handed to collectives as payload (what the benchmarks report).
@@ -82,7 +91,10 @@ class ProcessGroup {
   // A nonblocking in-place all-reduce of a contiguous CPU tensor on a communicator of
   // its own (so it never interleaves with the collectives above), without the
   // descriptor check: for callers that checked the layout once (DistributedDataParallel).
-  Work all_reduce_async(const Tensor& t, ReduceOp op);
+  // `what` names it in a timeout's report ("bucket 2 of 5, 1.0 MiB").
+  Work all_reduce_async(const Tensor& t, ReduceOp op, std::string what = {});
+  // Seconds a collective waits for the others before the job ends (InitOptions::timeout_s).
+  double timeout_s() const;
   // Checks once that every rank passes the same `what` (a layout description), else
   // throws Error from `op` naming the first rank that differs and both descriptions.
   void check_same(const char* op, const std::string& what, Site site = {});

@@ -20,7 +20,11 @@
 // --distributed trains data-parallel on the processes mpirun starts (a build with MPI):
 // each rank a shard of every epoch (DistributedSampler), the model wrapped in
 // DistributedDataParallel (gradients averaged over the ranks during backward); rank 0
-// prints, writes the curves and saves the weights; each rank saves its own training state.
+// prints, writes the curves and saves the weights. The training state goes to
+// <out>/checkpoints/step-<n>/ as a set (every rank's file, then a MANIFEST: complete only
+// when every rank wrote; dist::CheckpointSets), and --resume continues from the newest
+// complete set, on the same or another number of ranks (the global batch kept: see
+// docs/distributed.md).
 //   OMP_NUM_THREADS=1 mpirun -np 2 train_fashion_mnist --distributed --batch-size 64
 // This program loads no MPI library: --distributed runs its twin
 // train_fashion_mnist_distributed (the same source linked with libreel_dist, beside it)
@@ -57,7 +61,13 @@ const char* kUsage =
     "                           [--batch-size N] [--lr X] [--seed N] [--workers N] [--device cpu|cuda]\n"
     "                           [--augment none|crop-flip] [--optimizer adam|sgd] [--weight-decay X]\n"
     "                           [--steps-per-epoch N] [--amp none|bf16|f16] [--distributed]\n"
+    "                           [--global-batch-size N] [--resume-or-start] [--dist-timeout S] [--stop-after N]\n"
     "  --distributed: under mpirun; --batch-size is then per rank\n"
+    "  --global-batch-size N: (--distributed) N images a step over all ranks, N / ranks each (instead of --batch-size)\n"
+    "  --resume-or-start: --resume when a training state exists, else start afresh (for restart loops)\n"
+    "  --stop-after N: stop after step N as on SIGINT (save, exit 130): a job's share of a time-limited run\n"
+    "  --dist-timeout S: (--distributed) end the job when a collective waits S seconds (default\n"
+    "                    $REEL_DIST_TIMEOUT, else 600)\n"
     "  --augment crop-flip: each training image padded by 2, cropped back to 28x28 at a random offset and\n"
     "                       mirrored with probability 1/2, on the loader's workers\n"
     "  --optimizer sgd: momentum 0.9 (Nesterov); --weight-decay applies to either optimizer\n"
@@ -66,7 +76,8 @@ const char* kUsage =
     "  --out: weights, curves.csv and the training state (default out/<model>)\n"
     "  --logdir: the TensorBoard log folder (default runs/train_fashion_mnist/<model>; none: no log)\n"
     "  --checkpoint-every N: save the training state every N steps (0: only at epochs' ends and on SIGINT)\n"
-    "  --resume: continue from <out>/checkpoint.safetensors, bit for bit (same options)\n";
+    "  --resume: continue from <out>/checkpoint.safetensors (--distributed: the newest complete set in\n"
+    "            <out>/checkpoints), bit for bit (same options)\n";
 
 // SIGINT, SIGTERM: finish the step, save, exit. A second signal ends the process at once.
 std::atomic<int> g_stop_signal{0};
@@ -165,11 +176,12 @@ EpochSums load_sums(const std::filesystem::path& path, int64_t step, Device devi
 
 int run(int argc, char** argv) {
   // --distributed and --resume take no value: taken out before the key-value options are parsed
-  bool distributed = false, resume = false;
+  bool distributed = false, resume = false, resume_or_start = false;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--distributed") distributed = true;
     else if (std::string(argv[i]) == "--resume") resume = true;
+    else if (std::string(argv[i]) == "--resume-or-start") resume_or_start = true;
     else rest.push_back(argv[i]);
   }
   const int launched_as = launcher_world_size();
@@ -178,7 +190,10 @@ int run(int argc, char** argv) {
     throw Error("--distributed: this process was not started by mpirun (or srun), so it would train alone as a "
                 "world of one; start the processes with `mpirun -np 2 " + std::string(argv[0]) +
                 " --distributed ...` (as root, `mpirun --allow-run-as-root -np 2 ...`)");
-  dist::ProcessGroup* pg = distributed ? &dist::init() : nullptr;
+  double dist_timeout = 0;  // --dist-timeout, read before init (the options are parsed below)
+  for (size_t i = 0; i + 1 < rest.size(); ++i)
+    if (std::string(rest[i]) == "--dist-timeout") dist_timeout = std::stod(rest[i + 1]);
+  dist::ProcessGroup* pg = distributed ? &dist::init({.timeout_s = dist_timeout}) : nullptr;
   const bool rank0 = !pg || pg->rank() == 0;
   std::string ranks = pg ? ", " + std::to_string(pg->size()) + " ranks (data-parallel)" : "";
 #else
@@ -202,13 +217,16 @@ int run(int argc, char** argv) {
                                    {"out", ""}, {"logdir", ""}, {"batch-size", "128"}, {"lr", "1e-3"}, {"seed", "1"},
                                    {"workers", "1"}, {"device", "cpu"}, {"amp", "none"}, {"augment", "none"},
                                    {"optimizer", "adam"}, {"weight-decay", "0"}, {"steps-per-epoch", "0"},
-                                   {"checkpoint-every", "0"}},
+                                   {"checkpoint-every", "0"}, {"global-batch-size", "0"}, {"dist-timeout", "0"},
+                                   {"stop-after", "0"}},
                                   kUsage);
   // each model its own folders by default: two runs of different models never share files
   if (args["out"].empty()) args["out"] = "out/" + args["model"];
   if (args["logdir"].empty()) args["logdir"] = "runs/train_fashion_mnist/" + args["model"];
   int epochs = std::stoi(args["epochs"]);
   int64_t batch_size = std::stoll(args["batch-size"]);
+  const int64_t global_batch_arg = std::stoll(args["global-batch-size"]);
+  const int64_t stop_after = std::stoll(args["stop-after"]);
   uint64_t seed = std::stoull(args["seed"]);
   const int64_t checkpoint_every = std::stoll(args["checkpoint-every"]);
   if (checkpoint_every < 0) throw Error("--checkpoint-every: expected a number of steps >= 0, got " + args["checkpoint-every"]);
@@ -216,15 +234,50 @@ int run(int argc, char** argv) {
   const AutocastOptions amp = fashion::parse_amp(args["amp"], device);
   std::filesystem::path out = args["out"];
   std::filesystem::create_directories(out);
-  // each rank's own state (its loader's shard, its generators); one file when alone
+  std::filesystem::path state_path = out / "checkpoint.safetensors";
+  std::filesystem::path sums_path = out / "epoch_sums.safetensors";
+  if (resume_or_start && !distributed) resume = std::filesystem::exists(state_path);
 #ifdef REEL_HAS_DIST
-  const std::string rank_tag = pg && pg->size() > 1 ? ".rank" + std::to_string(pg->rank()) : "";
+  // Distributed: the state is a set of every rank's files per step (dist::CheckpointSets);
+  // rank r writes rank<r>.safetensors and epoch_sums.rank<r>.safetensors.
+  std::optional<dist::CheckpointSets> sets;
+  std::optional<dist::CheckpointSet> from;
+  if (pg) {
+    sets.emplace(*pg, dist::CheckpointSetOptions{.dir = (out / "checkpoints").string(),
+                                                  .version = std::string("train_fashion_mnist ") + REEL_SAMPLE_VERSION});
+    if (resume || resume_or_start) from = sets->latest();
+    if (resume && !from)
+      throw Error("--resume: no complete training state set in " + (out / "checkpoints").string() +
+                  " (written by --checkpoint-every, at an epoch's end, or on Ctrl-C)");
+    resume = bool(from);
+    // the global batch: --global-batch-size, else --batch-size on each rank; a resumed run keeps its set's
+    int64_t global_batch = global_batch_arg > 0 ? global_batch_arg : batch_size * pg->size();
+    if (from) {
+      int64_t saved = std::stoll(from->meta.at("global_batch"));
+      if (saved != global_batch)
+        throw Error("--resume: the set at step " + std::to_string(from->step) + " was trained with a global batch of " +
+                    std::to_string(saved) + " images (" + std::to_string(from->world_size) + " ranks), this run's is " +
+                    std::to_string(global_batch) + " (" + std::to_string(pg->size()) + " ranks): pass --global-batch-size " +
+                    std::to_string(saved) + " to keep it");
+    }
+    if (global_batch % pg->size() != 0)
+      throw Error("--global-batch-size: " + std::to_string(global_batch) + " images do not split evenly over " +
+                  std::to_string(pg->size()) + " ranks (give a multiple of " + std::to_string(pg->size()) + ")");
+    batch_size = global_batch / pg->size();
+    // which old rank's state this rank takes: its own; after a resize, rank r % W's (the
+    // model, optimizer, schedule, step and loader position are the same on every rank)
+    if (from) {
+      int src = pg->rank() % from->world_size;
+      state_path = from->file("rank" + std::to_string(src) + ".safetensors");
+      sums_path = from->file("epoch_sums.rank" + std::to_string(src) + ".safetensors");
+    }
+  } else if (global_batch_arg > 0) {
+    batch_size = global_batch_arg;
+  }
 #else
-  const std::string rank_tag;
+  if (global_batch_arg > 0) batch_size = global_batch_arg;
 #endif
-  const std::filesystem::path state_path = out / ("checkpoint" + rank_tag + ".safetensors");
-  const std::filesystem::path sums_path = out / ("epoch_sums" + rank_tag + ".safetensors");
-  if (resume && !std::filesystem::exists(state_path))
+  if (resume && !distributed && !std::filesystem::exists(state_path))
     throw Error("--resume: no training state at " + state_path.string() + " (written by --checkpoint-every, at an "
                 "epoch's end, or on Ctrl-C)");
 
@@ -294,22 +347,55 @@ int run(int argc, char** argv) {
   std::vector<EpochLog> log;
   EpochSums sums;
   if (resume) {
-    checkpoint::load(state_path.string(), state);
-    data::DataLoaderState at = train_loader.state();
-    if (at.epoch != state.step / steps || at.batch != state.step % steps)
-      throw Error("--resume: " + state_path.string() + " is at step " + std::to_string(state.step) + ", epoch " +
-                  std::to_string(at.epoch + 1) + " batch " + std::to_string(at.batch) + ": not where a run with " +
-                  std::to_string(steps) + " steps an epoch would be (other --batch-size or --steps-per-epoch?)");
-    if (rank0) log = read_curves(out, state.step / steps);
-    sums = load_sums(sums_path, state.step, device);
+    auto load = [&] {
+      checkpoint::load(state_path.string(), state);
+      data::DataLoaderState at = train_loader.state();
+      if (at.epoch != state.step / steps || at.batch != state.step % steps)
+        throw Error("--resume: " + state_path.string() + " is at step " + std::to_string(state.step) + ", epoch " +
+                    std::to_string(at.epoch + 1) + " batch " + std::to_string(at.batch) + ": not where a run with " +
+                    std::to_string(steps) + " steps an epoch would be (other --batch-size or --steps-per-epoch?)");
+      if (rank0) log = read_curves(out, state.step / steps);
+      sums = load_sums(sums_path, state.step, device);
+#ifdef REEL_HAS_DIST
+      // after a resize the epoch's running sums so far are rank 0's: every old rank's added
+      if (pg && from->world_size != pg->size()) {
+        sums = {};
+        if (pg->rank() == 0)
+          for (int r = 0; r < from->world_size; ++r) {
+            EpochSums e = load_sums(from->file("epoch_sums.rank" + std::to_string(r) + ".safetensors"), state.step, device);
+            if (e.seen == 0) continue;
+            sums.loss_sum = sums.loss_sum.defined() ? sums.loss_sum + e.loss_sum : e.loss_sum;
+            sums.correct = sums.correct.defined() ? sums.correct + e.correct : e.correct;
+            sums.seen += e.seen;
+          }
+      }
+#endif
+    };
+#ifdef REEL_HAS_DIST
+    if (pg) dist::on_every_rank(*pg, "--resume", load);  // a bad file on one rank stops all of them
+    else load();
+#else
+    load();
+#endif
   }
+#ifdef REEL_HAS_DIST
+  if (sets) sets->begin(state.step);  // drops incomplete sets, and an earlier run's when starting afresh
+#endif
   const int first_epoch = int(state.step / steps) + 1;
+  std::string resumed_from;
+#ifdef REEL_HAS_DIST
+  if (from)
+    resumed_from = " from the set " + from->folder + ", written by " + std::to_string(from->world_size) + " ranks" +
+                   (from->world_size != pg->size() ? " (global batch " + std::to_string(batch_size * pg->size()) +
+                                                         " kept: " + std::to_string(batch_size) + " a rank)"
+                                                   : "");
+#endif
   if (rank0)
     std::printf("%s: %zu parameter tensors, %lld training images, %lld test images, %s%s%s\n", args["model"].c_str(),
                 model.parameters().size(), (long long)train_set.size(), (long long)test_set.size(),
                 device.str().c_str(), ranks.c_str(),
                 resume ? (", resumed at step " + std::to_string(state.step) + " (epoch " + std::to_string(first_epoch) +
-                          ")").c_str()
+                          ")" + resumed_from).c_str()
                        : "");
 
   std::string logdir = args["logdir"];
@@ -338,7 +424,23 @@ int run(int argc, char** argv) {
 #endif
     return stop;
   };
+  int64_t saved_at = -1;  // a stop at an epoch's end finds its state saved already
   auto save_state = [&] {
+    if (state.step == saved_at) return;
+    saved_at = state.step;
+#ifdef REEL_HAS_DIST
+    if (sets) {
+      const std::string r = std::to_string(pg->rank());
+      sets->save(state.step, {{"global_batch", std::to_string(batch_size * pg->size())}},
+                 [&](const std::string& folder) {
+                   save_sums(folder + "/epoch_sums.rank" + r + ".safetensors", sums, state.step);
+                   checkpoint::save(folder + "/rank" + r + ".safetensors", state);
+                   return std::vector<std::string>{"rank" + r + ".safetensors", "epoch_sums.rank" + r + ".safetensors"};
+                 });
+      state_path = sets->folder(state.step);
+      return;
+    }
+#endif
     save_sums(sums_path, sums, state.step);
     checkpoint::save(state_path.string(), state);
   };
@@ -379,7 +481,7 @@ int run(int argc, char** argv) {
           last_shown = Clock::now();
         }
         if (step == steps) break;  // the epoch's end saves after its evaluation, below
-        if (stop_now()) {
+        if (stop_now() || state.step == stop_after) {
           stopped = true;
           break;
         }
@@ -425,13 +527,13 @@ int run(int argc, char** argv) {
       }
     }
     save_state();
-    stopped = epoch < epochs && stop_now();
+    stopped = epoch < epochs && (stop_now() || state.step == stop_after);
   }
   if (stopped) {
     save_state();
     if (rank0)
       std::printf("\n%s at step %lld: saved the training state to %s; continue with the same options and --resume\n",
-                  strsignal(g_stop_signal.load() ? g_stop_signal.load() : SIGINT), (long long)state.step,
+                  g_stop_signal.load() ? strsignal(g_stop_signal.load()) : "--stop-after", (long long)state.step,
                   state_path.c_str());
 #ifdef REEL_HAS_DIST
     if (pg) dist::finalize();

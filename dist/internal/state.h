@@ -24,12 +24,20 @@ struct GroupState {
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   int thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
   InitOptions opt;
+  double timeout_s = 600;  // opt.timeout_s, $REEL_DIST_TIMEOUT or 600
+  MPI_Comm fault_comm = MPI_COMM_NULL;  // the exchange after a timeout (who is where)
+  uint64_t seq = 0;  // collectives this rank entered (blocking and async, program order)
   CommStats stats;
   NcclState* nccl = nullptr;
 };
 
 // Throws Error "op: <MPI's message> (at site)" when rc is not MPI_SUCCESS.
 void check_mpi(int rc, const char* op, const Site& site);
+
+// Polls `req` (MPI_Test) until it completes; past g.timeout_s it learns from the other
+// ranks which collective each is in (timeout_report) and ends the job (dist::abort)
+// naming the collective `op`, `what` (a bucket) and the ranks that did not arrive.
+void wait_request(GroupState& g, MPI_Request& req, const char* op, const std::string& what, uint64_t seq);
 
 namespace nccl {
 // The CUDA collectives: NCCL on a stream of its own, ordered after the tensor's compute
