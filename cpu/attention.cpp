@@ -1,5 +1,6 @@
 // Scaled dot-product attention on the CPU, flash-attention style (FlashAttention-2's
-// loop order), for f32 and f64.
+// loop order): the portable kernel, for f64 (gradient checks) and for f32 on CPUs without
+// AVX-512; f32 on AVX-512 runs cpu/attention_flash.cpp's blocked kernel, tested against this.
 //
 // Forward, one task per (bh, tile of kQ query rows), on the OpenMP pool: the key/value
 // planes are walked in tiles of kK rows; each query row keeps a running max m, a running
@@ -23,6 +24,8 @@
 #include <limits>
 #include <vector>
 
+#include "../tensor/parallel.h"
+#include "attention_flash.h"
 #include "cpu_backend.h"
 #include "loops.h"
 #include "philox_words.h"
@@ -275,6 +278,8 @@ void backward_plane(const Plane<T>& pl, const T* go, const T* o, const T* lse, T
 void CpuBackend::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const Tensor& mask, const Tensor& mask_offsets,
                                    const AttentionParams& p) {
+  if (q.dtype() == DType::f32 && vector_isa() == VectorIsa::avx512)
+    return attention_flash_forward(out, lse, q, k, v, mask, mask_offsets, p);
   dispatch_float(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
     const int64_t BH = q.size(0), L = q.size(1), Ev = v.size(2);
     const int64_t tiles = (L + kQ - 1) / kQ;
@@ -293,6 +298,8 @@ void CpuBackend::attention_backward(const Tensor& gq, const Tensor& gk, const Te
                                     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                     const Tensor& lse, const Tensor& mask, const Tensor& mask_offsets,
                                     const AttentionParams& p) {
+  if (q.dtype() == DType::f32 && vector_isa() == VectorIsa::avx512)
+    return attention_flash_backward(gq, gk, gv, go, q, k, v, out, lse, mask, mask_offsets, p);
   dispatch_float(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T>() {
     const int64_t BH = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2), Ev = v.size(2);
 #pragma omp parallel for schedule(dynamic, 1) if (BH > 1)
