@@ -7,6 +7,7 @@
 #include <map>
 
 #include "../debug/internal/frames.h"
+#include "../tensor/atomic_file.h"
 
 namespace reel::bench {
 namespace {
@@ -186,10 +187,10 @@ std::string Compare::json() const {
 }
 
 void Compare::write_csv(const std::string& path) const {
-  debug::detail::write_file_atomically(path, csv(), "bench::Compare::write_csv");
+  write_file_atomically(path, csv(), "bench::Compare::write_csv");
 }
 void Compare::write_json(const std::string& path) const {
-  debug::detail::write_file_atomically(path, json(), "bench::Compare::write_json");
+  write_file_atomically(path, json(), "bench::Compare::write_json");
 }
 
 std::string Compare::bars_svg() const {
@@ -237,7 +238,7 @@ std::string Compare::bars_svg() const {
 }
 
 void Compare::write_bars_svg(const std::string& path) const {
-  debug::detail::write_file_atomically(path, bars_svg(), "bench::Compare::write_bars_svg");
+  write_file_atomically(path, bars_svg(), "bench::Compare::write_bars_svg");
 }
 
 }  // namespace reel::bench

@@ -27,6 +27,7 @@
 #include "../cpu/isa.h"
 #include "../cuda/cuda.h"
 #include "../debug/internal/frames.h"
+#include "../tensor/atomic_file.h"
 #include "../tensor/parallel.h"
 #include "timer.h"
 
@@ -259,7 +260,7 @@ void write_cache(const std::string& path, const MachinePeak& p) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   try {  // a cache that cannot be written is no error: the next call measures again
-    debug::detail::write_file_atomically(path, text, "bench::machine_peak");
+    write_file_atomically(path, text, "bench::machine_peak");
   } catch (const Error&) {
   }
 }

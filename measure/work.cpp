@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "../debug/internal/frames.h"
+#include "../tensor/atomic_file.h"
 #include "timer.h"
 #include "work.h"
 
@@ -294,7 +295,7 @@ std::string WorkCounter::roofline_svg(const MachinePeak& peak, DType dtype) cons
 }
 
 void WorkCounter::write_roofline_svg(const std::string& path, const MachinePeak& peak, DType dtype) const {
-  debug::detail::write_file_atomically(path, roofline_svg(peak, dtype), "bench::WorkCounter::write_roofline_svg");
+  write_file_atomically(path, roofline_svg(peak, dtype), "bench::WorkCounter::write_roofline_svg");
 }
 
 }  // namespace reel::bench
