@@ -20,11 +20,11 @@
 namespace reel::bench {
 
 struct CompareOptions {
-  std::string baseline;                 // the column others are relative to ("" : no relative figures)
+  std::string baseline = {};                 // the column others are relative to ("" : no relative figures)
   std::string row_name = "row";         // the header of the row label
   std::string column_name = "variant";  // the header of the column label
   int significant = 3;                  // figures kept in every number
-  std::string title;
+  std::string title = {};
 };
 
 struct CompareEntry {
@@ -57,10 +57,10 @@ class Compare {
   std::vector<std::vector<std::string>> cells(bool markdown) const;
   void check() const;
   CompareOptions opt_;
-  std::vector<CompareEntry> entries_;
+  std::vector<CompareEntry> entries_ = {};
   bool has_peak_ = false;
   double peak_gflops_ = 0, peak_gbs_ = 0;
-  std::string peak_source_;
+  std::string peak_source_ = {};
 };
 
 }  // namespace reel::bench
