@@ -9,12 +9,12 @@
 // measured once per machine and cached: "probe_bandwidth_gbs", "probe_f32_gflops" and
 // "probe_bf16_gflops", the floors every fraction in bench/RESULTS.md is stated against
 // (--refresh-probe measures it again).
-#include "reel_bench.h"
+#include "floors.h"
 
 int main(int argc, char** argv) {
   using namespace reel;
-  bench::Args args = bench::parse_args(argc, argv);
-  bench::Target t = bench::setup(args);
+  ::bench::Args args = ::bench::parse_args(argc, argv);
+  ::bench::Target t = ::bench::setup(args);
   int64_t n = args.get("--size", 2048);
   manual_seed(1);
   Tensor a = randn({n, n}, {.device = t.device}), b = randn({n, n}, {.device = t.device});
@@ -27,20 +27,20 @@ int main(int argc, char** argv) {
   std::vector<double> gflops;
   for (int rep = 0; rep < args.reps; ++rep) {
     t.sync();
-    double t0 = bench::now_s();
+    double t0 = ::bench::now_s();
     Tensor c = matmul(a, b);
     t.sync();
-    gflops.push_back(2.0 * double(n) * double(n) * double(n) / (bench::now_s() - t0) / 1e9);
+    gflops.push_back(2.0 * double(n) * double(n) * double(n) / (::bench::now_s() - t0) / 1e9);
   }
-  bench::report(args, "peak", "reel", t.name.c_str(), low ? "lowp_gemm_gflops" : "sgemm_gflops", gflops,
+  ::bench::report(args, "peak", "reel", t.name.c_str(), low ? "lowp_gemm_gflops" : "sgemm_gflops", gflops,
                 "\"size\": " + std::to_string(n) + (t.extra.empty() ? "" : ", " + t.extra));
   reel::bench::MachinePeak peak =
       reel::bench::machine_peak(t.device, {.refresh = args.get("--refresh-probe", 0) != 0});
   std::printf("%s", peak.str().c_str());
-  std::string probe = bench::probe_fields(peak) + (t.extra.empty() ? "" : ", " + t.extra);
-  bench::report(args, "peak", "reel", t.name.c_str(), "probe_bandwidth_gbs", std::vector<double>{peak.bandwidth_gbs}, probe);
-  bench::report(args, "peak", "reel", t.name.c_str(), "probe_f32_gflops", std::vector<double>{peak.f32_gflops}, probe);
+  std::string probe = ::bench::probe_fields(peak) + (t.extra.empty() ? "" : ", " + t.extra);
+  ::bench::report(args, "peak", "reel", t.name.c_str(), "probe_bandwidth_gbs", std::vector<double>{peak.bandwidth_gbs}, probe);
+  ::bench::report(args, "peak", "reel", t.name.c_str(), "probe_f32_gflops", std::vector<double>{peak.f32_gflops}, probe);
   if (peak.bf16_gflops > 0)
-    bench::report(args, "peak", "reel", t.name.c_str(), "probe_bf16_gflops", std::vector<double>{peak.bf16_gflops}, probe);
+    ::bench::report(args, "peak", "reel", t.name.c_str(), "probe_bf16_gflops", std::vector<double>{peak.bf16_gflops}, probe);
   return 0;
 }

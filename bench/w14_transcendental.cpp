@@ -18,7 +18,7 @@
 #include <immintrin.h>
 #include <omp.h>
 
-#include "reel_bench.h"
+#include "floors.h"
 
 namespace {
 
@@ -57,8 +57,8 @@ __attribute__((target("avx2"))) void probe_streaming(float* y, const float* g, c
 
 int main(int argc, char** argv) {
   using namespace reel;
-  bench::Args args = bench::parse_args(argc, argv);
-  bench::Target t = bench::setup(args);
+  ::bench::Args args = ::bench::parse_args(argc, argv);
+  ::bench::Target t = ::bench::setup(args);
   const int64_t n = args.get("--numel", int64_t(4) << 20), calls = args.get("--steps", 10);
   manual_seed(1);
   Tensor x = (rand({n}, {.device = t.device}) * 12.0 - 6.0).detach();
@@ -85,10 +85,10 @@ int main(int argc, char** argv) {
   auto forward_ms = [&](const Op& op, const Tensor& in) {
     NoGradGuard ng;
     t.sync();
-    double t0 = bench::now_s();
+    double t0 = ::bench::now_s();
     for (int64_t i = 0; i < calls; ++i) (void)op.f(in);
     t.sync();
-    return 1e3 * (bench::now_s() - t0) / double(calls);
+    return 1e3 * (::bench::now_s() - t0) / double(calls);
   };
   auto backward_ms = [&](const Op& op, const Tensor& in) {
     Tensor leaf = in.detach().requires_grad_();
@@ -96,10 +96,10 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < calls; ++i) {
       Tensor y = op.f(leaf);
       t.sync();
-      double t0 = bench::now_s();
+      double t0 = ::bench::now_s();
       (void)autograd::grad({y}, {leaf}, {g});
       t.sync();
-      total += bench::now_s() - t0;
+      total += ::bench::now_s() - t0;
     }
     return 1e3 * total / double(calls);
   };
@@ -116,9 +116,9 @@ int main(int argc, char** argv) {
     double best = 1e300;
     for (bool streaming : {true, false}) {
       loop(streaming);  // untimed: the caches as this loop leaves them
-      double t0 = bench::now_s();
+      double t0 = ::bench::now_s();
       for (int64_t i = 0; i < calls; ++i) loop(streaming);
-      best = std::min(best, bench::now_s() - t0);
+      best = std::min(best, ::bench::now_s() - t0);
     }
     return 1e3 * best / double(calls);
   };
@@ -140,13 +140,13 @@ int main(int argc, char** argv) {
   }
 
   const char* dev = t.name.c_str();
-  double ff = bench::stats_of(floor_fwd).median, fb = bench::stats_of(floor_bwd).median;
+  double ff = ::bench::stats_of(floor_fwd).median, fb = ::bench::stats_of(floor_bwd).median;
   if (!t.device.is_cuda()) {
     char s[200];
     std::snprintf(s, sizeof s, "\"gbs\": %.2f", 8.0 * double(n) / (ff * 1e-3) / 1e9);
-    bench::report(args, "W14", "reel", dev, "floor_fwd_ms", floor_fwd, s);
+    ::bench::report(args, "W14", "reel", dev, "floor_fwd_ms", floor_fwd, s);
     std::snprintf(s, sizeof s, "\"gbs\": %.2f", 12.0 * double(n) / (fb * 1e-3) / 1e9);
-    bench::report(args, "W14", "reel", dev, "floor_bwd_ms", floor_bwd, s);
+    ::bench::report(args, "W14", "reel", dev, "floor_bwd_ms", floor_bwd, s);
   }
   for (size_t k = 0; k < kOps; ++k) {
     for (int way = 0; way < 2; ++way) {
@@ -154,17 +154,17 @@ int main(int argc, char** argv) {
       const std::vector<double>& v = way ? bwd[k] : fwd[k];
       std::string extra = t.extra;
       if (!t.device.is_cuda()) {
-        const reel::bench::MachinePeak& peak = bench::machine(t);
+        const reel::bench::MachinePeak& peak = ::bench::machine(t);
         const double machine_floor = (way ? 12.0 : 8.0) * double(n) / (peak.bandwidth_gbs * 1e6);
         char s[480];
         std::snprintf(s, sizeof s,
                       "\"floor_ms\": %.4g, \"over_floor\": %.3f, \"machine_floor_ms\": %.4g, "
                       "\"machine_over_floor\": %.3f, %s",
-                      way ? fb : ff, bench::stats_of(v).median / (way ? fb : ff), machine_floor,
-                      bench::stats_of(v).median / machine_floor, bench::probe_fields(peak).c_str());
+                      way ? fb : ff, ::bench::stats_of(v).median / (way ? fb : ff), machine_floor,
+                      ::bench::stats_of(v).median / machine_floor, ::bench::probe_fields(peak).c_str());
         extra = s;
       }
-      bench::report(args, "W14", "reel", dev, metric.c_str(), v, extra);
+      ::bench::report(args, "W14", "reel", dev, metric.c_str(), v, extra);
     }
   }
   return 0;

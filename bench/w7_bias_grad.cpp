@@ -8,7 +8,7 @@
 // read may beat STREAM's read-and-write kernels, so that fraction can pass 1).
 // On a GPU the floor is half the time of a device-to-device copy between two of the
 // buffers (the copy reads and writes 16 MiB; the reduction only reads).
-#include "reel_bench.h"
+#include "floors.h"
 
 namespace {
 // The read-bandwidth probe: sums a whole buffer, memory-bound by design. 32
@@ -32,8 +32,8 @@ __attribute__((target("avx2"))) float read_all(const float* p, int64_t n) {
 
 int main(int argc, char** argv) {
   using namespace reel;
-  bench::Args args = bench::parse_args(argc, argv);
-  bench::Target t = bench::setup(args);
+  ::bench::Args args = ::bench::parse_args(argc, argv);
+  ::bench::Target t = ::bench::setup(args);
   int64_t nbuf = args.get("--buffers", 24), calls = args.get("--steps", 48);
   constexpr int64_t kNumel = int64_t(64) * 64 * 32 * 32;
   constexpr double kBytes = 4.0 * double(kNumel);
@@ -44,11 +44,8 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < nbuf; ++i) f(grads[size_t(i)]);  // warm-up: one pass over every buffer
     std::vector<double> v;
     for (int rep = 0; rep < args.reps; ++rep) {
-      t.sync();
-      double t0 = bench::now_s();
-      for (int64_t i = 0; i < calls; ++i) f(grads[size_t(i % nbuf)]);
-      t.sync();
-      v.push_back(1e3 * (bench::now_s() - t0) / double(calls));
+      int64_t i = 0;  // each call reads the next buffer
+      v.push_back(::bench::block_ms(t, calls, [&] { f(grads[size_t(i++ % nbuf)]); }));
     }
     return v;
   };
@@ -61,40 +58,40 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < nbuf; ++i) grads[size_t((i + nbuf / 2) % nbuf)].copy_(grads[size_t(i)]);
     for (int rep = 0; rep < args.reps; ++rep) {
       t.sync();
-      double t0 = bench::now_s();
+      double t0 = ::bench::now_s();
       for (int64_t i = 0; i < calls; ++i) grads[size_t((i + nbuf / 2) % nbuf)].copy_(grads[size_t(i % nbuf)]);
       t.sync();
-      copy_ms.push_back(1e3 * (bench::now_s() - t0) / double(calls));
+      copy_ms.push_back(1e3 * (::bench::now_s() - t0) / double(calls));
     }
     std::vector<double> read_ms;
     for (double c : copy_ms) read_ms.push_back(c / 2);
-    double floor_ms = bench::stats_of(read_ms).median, gbs = kBytes / (floor_ms * 1e-3) / 1e9;
+    double floor_ms = ::bench::stats_of(read_ms).median, gbs = kBytes / (floor_ms * 1e-3) / 1e9;
     char s[200];
     std::snprintf(s, sizeof s, "%s, \"floor_ms\": %.4g, \"floor_fraction\": %.3f, \"d2d_gbs\": %.2f", t.extra.c_str(),
-                  floor_ms, floor_ms / bench::stats_of(ms).median, gbs);
+                  floor_ms, floor_ms / ::bench::stats_of(ms).median, gbs);
     extra = s;
-    bench::report(args, "W7", "reel", t.name.c_str(), "read_floor_ms", read_ms, extra);
+    ::bench::report(args, "W7", "reel", t.name.c_str(), "read_floor_ms", read_ms, extra);
     std::printf("device-to-device copy %.2f GB/s: read floor %.4f ms; reel reaches %.0f%% of it\n", gbs, floor_ms,
-                100 * floor_ms / bench::stats_of(ms).median);
+                100 * floor_ms / ::bench::stats_of(ms).median);
   } else {
     volatile float sink = 0;
     std::vector<double> read_ms = time_ms([&](const Tensor& g) { sink = sink + read_all(g.data<float>(), kNumel); });
-    double floor_ms = bench::stats_of(read_ms).median, gbs = kBytes / (floor_ms * 1e-3) / 1e9;
-    const reel::bench::MachinePeak& peak = bench::machine(t);
+    double floor_ms = ::bench::stats_of(read_ms).median, gbs = kBytes / (floor_ms * 1e-3) / 1e9;
+    const reel::bench::MachinePeak& peak = ::bench::machine(t);
     const double machine_floor = kBytes / (peak.bandwidth_gbs * 1e6);
     char s[480];
     std::snprintf(s, sizeof s,
                   "\"floor_ms\": %.4g, \"floor_fraction\": %.3f, \"read_gbs\": %.2f, \"machine_floor_ms\": %.4g, "
                   "\"machine_floor_fraction\": %.3f, %s",
-                  floor_ms, floor_ms / bench::stats_of(ms).median, gbs, machine_floor,
-                  machine_floor / bench::stats_of(ms).median, bench::probe_fields(peak).c_str());
+                  floor_ms, floor_ms / ::bench::stats_of(ms).median, gbs, machine_floor,
+                  machine_floor / ::bench::stats_of(ms).median, ::bench::probe_fields(peak).c_str());
     extra = s;
-    bench::report(args, "W7", "reel", t.name.c_str(), "read_floor_ms", read_ms, extra);
+    ::bench::report(args, "W7", "reel", t.name.c_str(), "read_floor_ms", read_ms, extra);
     std::printf("read probe (a plain OpenMP sum) %.2f GB/s: floor %.3f ms; reel reaches %.0f%% of it; at the machine "
                 "probe's %.2f GB/s (%s) %.0f%%\n",
-                gbs, floor_ms, 100 * floor_ms / bench::stats_of(ms).median, peak.bandwidth_gbs,
-                peak.bandwidth_kernel.c_str(), 100 * machine_floor / bench::stats_of(ms).median);
+                gbs, floor_ms, 100 * floor_ms / ::bench::stats_of(ms).median, peak.bandwidth_gbs,
+                peak.bandwidth_kernel.c_str(), 100 * machine_floor / ::bench::stats_of(ms).median);
   }
-  bench::report(args, "W7", "reel", t.name.c_str(), "bias_grad_ms", ms, extra);
+  ::bench::report(args, "W7", "reel", t.name.c_str(), "bias_grad_ms", ms, extra);
   return 0;
 }

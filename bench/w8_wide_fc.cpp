@@ -9,12 +9,12 @@
 // the floor is 28 B/param at the machine probe's bandwidth (reel::bench::machine_peak:
 // STREAM, independent of reel's ops; adam_floor_ms in the JSON; until round five it was
 // reel's own a += b bandwidth, still reported as add_floor_ms).
-#include "reel_bench.h"
+#include "floors.h"
 
 int main(int argc, char** argv) {
   using namespace reel;
-  bench::Args args = bench::parse_args(argc, argv);
-  bench::Target t = bench::setup(args);
+  ::bench::Args args = ::bench::parse_args(argc, argv);
+  ::bench::Target t = ::bench::setup(args);
   int64_t steps = args.get("--steps", 3);
   manual_seed(1);
   nn::Sequential model{nn::Linear(25000, 1024), nn::ReLU(), nn::Linear(1024, 512), nn::ReLU(),
@@ -25,21 +25,21 @@ int main(int argc, char** argv) {
   Tensor y = randint(0, 20000, {128}, {.dtype = DType::i64, .device = t.device});
   double f = 0, b = 0, o = 0;
   auto step = [&] {
-    double t0 = bench::now_s();
+    double t0 = ::bench::now_s();
     Tensor loss;
     {
       auto amp = t.autocast();  // --amp bf16|f16
       loss = cross_entropy(model(x), y);
     }
     t.sync();
-    double t1 = bench::now_s();
+    double t1 = ::bench::now_s();
     loss.backward();
     t.sync();
-    double t2 = bench::now_s();
+    double t2 = ::bench::now_s();
     opt.step();
     opt.zero_grad();
     t.sync();
-    double t3 = bench::now_s();
+    double t3 = ::bench::now_s();
     f += t1 - t0, b += t2 - t1, o += t3 - t2;
   };
   for (int i = 0; i < 2; ++i) step();  // warm-up
@@ -58,31 +58,31 @@ int main(int argc, char** argv) {
     a += b;  // warm-up: first touch of the pages
     for (int rep = 0; rep < args.reps; ++rep) {
       t.sync();
-      double t0 = bench::now_s();
+      double t0 = ::bench::now_s();
       a += b;
       t.sync();
-      double gbs = 12.0 * double(2 * params) / (bench::now_s() - t0) / 1e9;
+      double gbs = 12.0 * double(2 * params) / (::bench::now_s() - t0) / 1e9;
       floor_ms.push_back(28.0 * double(params) / (gbs * 1e6));
     }
   }
   // the floor at the machine probe's bandwidth (STREAM, independent of reel's ops); the
   // a += b one above, quoted before round five, stays in the JSON as "add_floor_ms"
-  const reel::bench::MachinePeak& peak = bench::machine(t);
+  const reel::bench::MachinePeak& peak = ::bench::machine(t);
   const double machine_floor = 28.0 * double(params) / (peak.bandwidth_gbs * 1e6);
   char fl[400];
   std::snprintf(fl, sizeof fl, "\"params\": %lld, \"add_floor_ms\": %.4g, %s", (long long)params,
-                bench::stats_of(floor_ms).median, bench::probe_fields(peak).c_str());
+                ::bench::stats_of(floor_ms).median, ::bench::probe_fields(peak).c_str());
   std::vector<double> machine_floor_ms(floor_ms.size(), machine_floor);
-  bench::report(args, "W8", "reel", t.name.c_str(), "adam_floor_ms", machine_floor_ms,
+  ::bench::report(args, "W8", "reel", t.name.c_str(), "adam_floor_ms", machine_floor_ms,
                 t.extra.empty() ? fl : t.extra + ", " + fl);
   std::printf("Adam floor (28 B/param at the machine probe's %.2f GB/s, %s): %.2f ms; optimizer part %.2fx its floor "
               "(%.2f ms at reel's own a += b bandwidth on %lld MB)\n",
               peak.bandwidth_gbs, peak.bandwidth_kernel.c_str(), machine_floor,
-              bench::stats_of(opt_ms).median / machine_floor, bench::stats_of(floor_ms).median,
+              ::bench::stats_of(opt_ms).median / machine_floor, ::bench::stats_of(floor_ms).median,
               (long long)(16 * params / 1000000));
-  bench::report(args, "W8", "reel", t.name.c_str(), "step_ms", total, t.extra);
-  bench::report(args, "W8", "reel", t.name.c_str(), "forward_ms", fwd, t.extra);
-  bench::report(args, "W8", "reel", t.name.c_str(), "backward_ms", bwd, t.extra);
-  bench::report(args, "W8", "reel", t.name.c_str(), "optimizer_ms", opt_ms, t.extra);
+  ::bench::report(args, "W8", "reel", t.name.c_str(), "step_ms", total, t.extra);
+  ::bench::report(args, "W8", "reel", t.name.c_str(), "forward_ms", fwd, t.extra);
+  ::bench::report(args, "W8", "reel", t.name.c_str(), "backward_ms", bwd, t.extra);
+  ::bench::report(args, "W8", "reel", t.name.c_str(), "optimizer_ms", opt_ms, t.extra);
   return 0;
 }

@@ -20,17 +20,17 @@
 namespace reel::bench {
 
 struct CompareOptions {
-  std::string baseline = {};                 // the column others are relative to ("" : no relative figures)
+  std::string baseline{};                 // the column others are relative to ("" : no relative figures)
   std::string row_name = "row";         // the header of the row label
   std::string column_name = "variant";  // the header of the column label
   int significant = 3;                  // figures kept in every number
-  std::string title = {};
+  std::string title{};
 };
 
 struct CompareEntry {
-  std::string row, column;
-  Measurement time;
-  Work work;  // zero: not counted (the FLOP columns print "-")
+  std::string row{}, column{};
+  Measurement time{};
+  Work work{};  // zero: not counted (the FLOP columns print "-")
 };
 
 class Compare {
@@ -57,10 +57,10 @@ class Compare {
   std::vector<std::vector<std::string>> cells(bool markdown) const;
   void check() const;
   CompareOptions opt_;
-  std::vector<CompareEntry> entries_ = {};
+  std::vector<CompareEntry> entries_;
   bool has_peak_ = false;
   double peak_gflops_ = 0, peak_gbs_ = 0;
-  std::string peak_source_ = {};
+  std::string peak_source_{};
 };
 
 }  // namespace reel::bench

@@ -6,7 +6,7 @@
 // kernel that reads and writes each of them once moves); views move nothing.
 //
 // FLOPs follow PyTorch's FlopCounterMode where it counts (products: 2 per multiply-add;
-// attention as its two batched products, backward twice the forward); the rest counts
+// attention as its two batched products, backward five with the scores recomputed); the rest counts
 // what the math needs, transcendentals as one operation, as written beside each family.
 #include <cstring>
 #include <string_view>
@@ -296,9 +296,9 @@ Work backward_work(const OpRecord& r, const Formula& f) {
       if (q.size() < 2 || k.size() < 2 || v.size() < 2) return w;
       double L = double(q[q.size() - 2]), E = double(q.back()), S = double(k[k.size() - 2]), Ev = double(v.back());
       double B = numel(q) / (L * E);
-      // dV = P^T dY, dP = dY V^T, dQ = dS K, dK = dS^T Q (PyTorch's count; a flash-style
-      // backward also recomputes P = softmax(Q K^T), which this does not count)
-      w.product_flops = 2 * B * L * S * (2 * E + 2 * Ev);
+      // S = Q K^T again (a flash-style backward, reel's, recomputes P rather than keep it),
+      // dV = P^T dY, dP = dY V^T, dQ = dS K, dK = dS^T Q: five products, as PyTorch counts
+      w.product_flops = 2 * B * L * S * (3 * E + 2 * Ev);
       w.flops = 3 * B * L * S;  // dS = P (dP - rowsum(dY Y))
       break;
     }

@@ -20,7 +20,7 @@ namespace reel::bench {
 struct PeakOptions {
   bool refresh = false;     // measure again even when a cached result exists (and rewrite it)
   bool use_cache = true;    // false: neither read nor write the cache file
-  std::string cache_dir = {};    // "" : $XDG_CACHE_HOME/reel, else $HOME/.cache/reel
+  std::string cache_dir{};    // "" : $XDG_CACHE_HOME/reel, else $HOME/.cache/reel
   int threads = 0;          // 0: the pool's current count
   int64_t stream_bytes = 0; // bytes per STREAM array; 0: 4x the last-level cache, at least 64 MiB
   int64_t gemm_size = 0;    // square GEMM size; 0: the best of 1024 and 2048
@@ -28,20 +28,20 @@ struct PeakOptions {
 };
 
 struct MachinePeak {
-  std::string key = {};          // what the cache entry is keyed by
+  std::string key{};          // what the cache entry is keyed by
   std::string device = "cpu";
-  std::string model = {};        // "Intel(R) Xeon(R) Platinum 8488C", or the GPU's name
-  std::string flags = {};        // "avx512f avx512_bf16 amx_bf16" (those that matter for the products)
-  std::string library = {};      // "reel 0.1.0, oneDNN 2.6.0"
+  std::string model{};        // "Intel(R) Xeon(R) Platinum 8488C", or the GPU's name
+  std::string flags{};        // "avx512f avx512_bf16 amx_bf16" (those that matter for the products)
+  std::string library{};      // "reel 0.1.0, oneDNN 2.6.0"
   int threads = 0;
   // memory bandwidth, GB/s (1e9 bytes), STREAM's counting (no write-allocate traffic)
   double bandwidth_gbs = 0;  // the best of the four kernels: the floor for memory-bound work
-  std::string bandwidth_kernel = {};  // which one set it: "triad, non-temporal stores"
+  std::string bandwidth_kernel{};  // which one set it: "triad, non-temporal stores"
   double copy_gbs = 0, scale_gbs = 0, add_gbs = 0, triad_gbs = 0;  // each the best of both store kinds
   double f32_gflops = 0;   // dense f32 products
   double bf16_gflops = 0;  // bf16 products with f32 accumulation; 0 where the CPU has no native bf16
-  std::string probe = {};       // how it was measured ("STREAM 3 x 256 MiB, ...; oneDNN matmul 2048^3 ...")
-  std::string source = {};      // "measured now" or "cache <path> (measured <date>)"
+  std::string probe{};       // how it was measured ("STREAM 3 x 256 MiB, ...; oneDNN matmul 2048^3 ...")
+  std::string source{};      // "measured now" or "cache <path> (measured <date>)"
 
   double gflops(DType dt) const;  // the peak for products in `dt` (f16/bf16: bf16's, else f32's)
   // Arithmetic intensity (FLOP per byte) where memory and compute bounds meet.

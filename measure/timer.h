@@ -27,7 +27,7 @@
 namespace reel::bench {
 
 struct TimerOptions {
-  std::string label = {};            // the name reported ("" prints "body")
+  std::string label{};            // the name reported ("" prints "body")
   Device device = kCPU;         // synchronised before and after each block (a CUDA device)
   int threads = 0;              // the CPU pool's threads while measuring; 0: the current count, held fixed
   int warmup_runs = 1;          // runs before timing (first-call costs, algorithm search, allocator growth)
@@ -41,16 +41,16 @@ struct TimerOptions {
 };
 
 struct Measurement {
-  std::string label = {};
+  std::string label{};
   std::string device = "cpu";
   int threads = 0;
-  std::vector<double> times = {};  // seconds per run, one value per block
+  std::vector<double> times{};  // seconds per run, one value per block
   int64_t runs_per_block = 0;
   int64_t blocks = 0, runs = 0;
   double median = 0, q1 = 0, q3 = 0, iqr = 0, min = 0, max = 0, mean = 0;  // seconds per run
   double overhead_s = 0;  // the clock (and device sync) cost per block, measured before timing
   bool noisy = false;
-  std::string noise_reason = {};  // why noisy: the spread, too few blocks, the load of the machine
+  std::string noise_reason{};  // why noisy: the spread, too few blocks, the load of the machine
 
   // "mlp: median 1.23 ms  IQR 0.021 ms (1.7%)  min 1.20 ms  max 1.31 ms  20 blocks x 40 runs  2 threads cpu"
   // and, when noisy, a second line "  warning: ..." with the reason.
@@ -80,8 +80,8 @@ class Timer {
 // ---- several variants in alternation
 
 struct Variant {
-  std::string name = {};
-  std::function<void()> body = {};
+  std::string name{};
+  std::function<void()> body{};
 };
 
 // Warms every variant up, autoranges each, then times one block of each in turn (A B C A B
@@ -93,7 +93,7 @@ std::vector<Measurement> interleaved(const std::vector<Variant>& variants, Timer
 // The time of `variant` over `baseline`, round by round (blocks of the same round were
 // timed next to each other): median and quartiles of those ratios.
 struct Ratio {
-  std::string variant, baseline;
+  std::string variant{}, baseline{};
   double median = 0, q1 = 0, q3 = 0;
   int64_t pairs = 0;
   std::string str() const;  // "conv1x1 / dense: 1.42x (IQR 1.39-1.46, 20 pairs)"
@@ -103,9 +103,9 @@ Ratio ratio(const std::vector<Measurement>& measured, const std::string& baselin
 // ---- a training step by phases
 
 struct StepPhases {
-  std::function<void()> forward = {};   // builds the loss (keep it in a variable the others see)
-  std::function<void()> backward = {};  // loss.backward()
-  std::function<void()> step = {};      // opt.step(); opt.zero_grad() (may be empty)
+  std::function<void()> forward{};   // builds the loss (keep it in a variable the others see)
+  std::function<void()> backward{};  // loss.backward()
+  std::function<void()> step{};      // opt.step(); opt.zero_grad() (may be empty)
 };
 struct PhaseMeasurement {
   Measurement forward, backward, step, total;

@@ -43,12 +43,12 @@ struct Work {
 std::optional<Work> op_work(const debug::OpRecord& r);
 
 struct OpWork {
-  std::string op = {};      // "linear", "linear_backward"
+  std::string op{};      // "linear", "linear_backward"
   debug::Phase phase = debug::Phase::forward;
-  std::string module = {};  // "fc1", the root module's type, or "-" outside any module ("" in by_op())
-  std::string dtype = {};   // of the op's first output ("" where mixed over the calls)
+  std::string module{};  // "fc1", the root module's type, or "-" outside any module ("" in by_op())
+  std::string dtype{};   // of the op's first output ("" where mixed over the calls)
   int64_t calls = 0;
-  Work work;
+  Work work{};
   bool counted = true;  // false: no formula and no parts with one
   double time_s = 0;    // total time of its calls when the counter times ops (WorkOptions::time_ops)
 };
@@ -58,13 +58,13 @@ struct WorkOptions {
 };
 
 struct RooflineRow {
-  std::string op = {};
+  std::string op{};
   debug::Phase phase = debug::Phase::forward;
-  Work work;
+  Work work{};
   double time_s = 0;
   double gflops = 0, gbs = 0;  // achieved (0 without times)
   double bound_s = 0;          // the roofline's lower bound for this work: max(flops / peak, bytes / bandwidth)
-  std::string bound = {};           // "compute" or "memory": which term of bound_s is larger
+  std::string bound{};           // "compute" or "memory": which term of bound_s is larger
   double of_bound = 0;         // bound_s / time_s: the fraction of the machine's limit reached
 };
 
