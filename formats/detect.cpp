@@ -24,14 +24,16 @@ const char* format_name(Format f) {
 
 Format detect(const uint8_t* head, size_t head_size, uint64_t file_size) {
   if (head_size >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0) return Format::torch_zip;
-  // the same test as torch_pt's reader: a pickle's PROTO opcode and a protocol up to 5
-  if (head_size >= 2 && head[0] == 0x80 && head[1] <= 5) return Format::torch_legacy;
+  // safetensors before the pickle: a header of 128, 384, ... bytes starts with 0x80 and a
+  // byte up to 5, which the pickle test alone would take for a legacy file
   if (head_size >= 9) {
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = n << 8 | head[i];
     if (n >= 2 && n <= safetensors::kMaxHeaderBytes && n <= file_size - 8 && head[8] == '{')
       return Format::safetensors;
   }
+  // the same test as torch_pt's reader: a pickle's PROTO opcode and a protocol up to 5
+  if (head_size >= 2 && head[0] == 0x80 && head[1] <= 5) return Format::torch_legacy;
   return Format::unknown;
 }
 

@@ -8,7 +8,6 @@
 #include <pthread.h>
 
 #include <atomic>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -214,25 +213,35 @@ Module& Module::replace_module(const std::string& name, std::unique_ptr<Module> 
 }
 
 // "ns::Net" -> "Net", as PyTorch prints the class name alone; every name in a template's
-// arguments loses its namespaces too: "ns::ResNet<ns::ResidualBlock>" -> "ResNet<ResidualBlock>".
-namespace {
+// arguments loses its qualifiers too: "ns::ResNet<ns::ResidualBlock>" -> "ResNet<ResidualBlock>",
+// "(anonymous namespace)::Net" and a local class's "f()::Net" -> "Net".
 std::string unqualified_type_name(std::string_view name) {
-  static constexpr std::string_view kAnonymous = "(anonymous namespace)::";
-  std::string out;
-  size_t word = 0;  // where the name being read starts in out
-  for (size_t i = 0; i < name.size();) {
-    if (name.substr(i, kAnonymous.size()) == kAnonymous) {
-      i += kAnonymous.size();
-    } else if (name.substr(i, 2) == "::") {
-      out.resize(word);  // drop the qualifier just read
-      i += 2;
-    } else {
-      char c = name[i++];
-      out += c;
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) word = out.size();
+  auto opens = [](char c) { return c == '<' || c == '(' || c == '[' || c == '{'; };
+  auto closes = [](char c) { return c == '>' || c == ')' || c == ']' || c == '}'; };
+  while (!name.empty() && name.back() == ' ') name.remove_suffix(1);  // "vector<int, allocator<int> > "
+  size_t start = 0;  // after the last "::" outside brackets
+  int depth = 0;
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    if (opens(name[i])) ++depth;
+    else if (closes(name[i])) --depth;
+    else if (depth == 0 && name[i] == ':' && name[i + 1] == ':') start = i + 2, ++i;
+  }
+  std::string_view last = name.substr(start);
+  size_t open = last.find('<');
+  if (open == std::string_view::npos || last.back() != '>') return std::string(last);
+  std::string out(last.substr(0, open + 1));
+  size_t arg = open + 1;
+  depth = 0;
+  for (size_t i = open + 1; i + 1 < last.size(); ++i) {  // each top-level argument, unqualified
+    if (opens(last[i])) ++depth;
+    else if (closes(last[i])) --depth;
+    if (depth == 0 && last[i] == ',') {
+      out += unqualified_type_name(last.substr(arg, i - arg)) + ", ";
+      arg = i + 1;
+      while (last[arg] == ' ') ++arg;
     }
   }
-  return out;
+  return out + unqualified_type_name(last.substr(arg, last.size() - 1 - arg)) + ">";
 }
 }  // namespace
 

@@ -180,6 +180,9 @@ TEST_CASE("a module without forward names its own class, templates included", "[
   CHECK(error_message([&] { held(x); }).rfind("Holder<NoForward>: forward is not defined", 0) == 0);
   CHECK(held.type_name() == "Holder<NoForward>");
   CHECK(nn::Sequential().type_name() == "Sequential");
+  struct Local : nn::Module {};  // a class local to a function: "C_A_T_C_H_T_E_S_T_2()::Local"
+  CHECK(Local().type_name() == "Local");
+  CHECK(Holder<Holder<Local>>().type_name() == "Holder<Holder<Local>>");
 }
 
 TEST_CASE("save to a .pt name writes safetensors, says so, and load reads it back", "[libtorch][port][files]") {
@@ -244,6 +247,9 @@ TEST_CASE("load reads a file's format from its bytes, not its name", "[libtorch]
   CHECK(formats::detect(st, 10, 10) == Format::safetensors);
   CHECK(formats::detect(short_st, 10, 10) == Format::unknown);  // a header longer than the file
   CHECK(formats::detect(st, 3, 3) == Format::unknown);
+  const uint8_t st384[] = {0x80, 1, 0, 0, 0, 0, 0, 0, '{'};  // a 384-byte header opens like a pickle
+  CHECK(formats::detect(st384, 9, 8 + 384) == Format::safetensors);
+  CHECK(formats::detect(st384, 9, 100) == Format::torch_legacy);  // too short for that header
   CHECK(std::string(formats::format_name(Format::torch_zip)) == "torch.save zip archive");
   CHECK(formats::detect_file(zip_named_st) == Format::torch_zip);
   CHECK(formats::detect_file(st_named_bin) == Format::safetensors);
