@@ -2,6 +2,7 @@
 #pragma once
 #include "tensor/tensor.h"      // Tensor, creation, random numbers (Generator, per-thread default generators)
 #include "tensor/parallel.h"    // set_num_threads, set_flush_subnormals
+#include "tensor/check.h"       // REEL_CHECK: libtorch's TORCH_CHECK for your own code
 #include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
 #include "cpu/memory.h"         // cpu::memory_stats, reset_peak_memory_stats, empty_cache: the CPU allocator
 #include "autograd/autocast.h"  // AutocastGuard: mixed precision for a scope
@@ -14,6 +15,7 @@
 #include "formats/safetensors.h" // safetensors files: save, load, parse
 #include "formats/torch_pt.h"   // PyTorch's .pt/.pth files (torch.save): torch_pt::load, parse
 #include "tensor/atomic_file.h" // write_file_atomically: the one way reel writes a file (temporary, fsync, rename)
+#include "formats/detect.h"     // formats::detect_file: which of those a file holds, from its first bytes
 #include "nn/module.h"          // nn::Module: parameters, buffers, children, train/eval, to, save/load
 #include "nn/layers.h"          // nn::Linear, Conv2d, pooling, BatchNorm, LayerNorm, Dropout, activations, Sequential, Embedding
 #include "nn/rnn.h"             // nn::RNN, GRU, LSTM, RNNCell, GRUCell, LSTMCell
@@ -45,6 +47,7 @@
 #include "data/transforms.h"    // data::normalize, random_crop, random_horizontal_flip
 #include "data/sampler.h"       // data::RandomSampler, SubsetRandomSampler, WeightedRandomSampler, BatchSampler
 #include "data/dataset_ops.h"   // data::Subset, ConcatDataset, random_split, TransformDataset, Compose
+#include "data/datasets.h"      // data::datasets::Dataset<Self>, .map(transforms::Normalize<>, Stack<>): libtorch's pipeline
 #include "log/summary_writer.h" // SummaryWriter: scalars, histograms, images, text for TensorBoard
 #include "log/png.h"            // encode_png, write_png: 8-bit images as PNG
 #include "checkpoint/checkpoint.h" // checkpoint::save/load: a whole training run (model, optimizer, scheduler, generators, loader position, step) in one file

@@ -227,6 +227,33 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
                                         Reduction reduction = Reduction::mean, Site site = {});
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BCEWithLogitsOptions opt,
                                         Site site = {});
+// The losses whose gradient is not their composite's, with PyTorch 1.13's rules written out
+// in autograd/ops_loss.cpp; nn::functional (nn/losses.h) names them, and nn::SmoothL1Loss,
+// KLDivLoss and BCELoss call them. Input and target of one shape and dtype.
+struct SmoothL1Options {
+  Reduction reduction = Reduction::mean;
+  double beta = 1.0;  // >= 0; 0 gives the L1 loss
+};
+// KLDivLoss's reductions: PyTorch's 'mean' averages over every element; 'batchmean'
+// divides the sum by the batch size (input's first dim), the mathematically right KL.
+enum class KLDivReduction : uint8_t { none, mean, sum, batchmean };
+struct KLDivOptions {
+  KLDivReduction reduction = KLDivReduction::mean;
+  bool log_target = false;  // the target holds log-probabilities
+};
+struct BCEOptions {
+  Reduction reduction = Reduction::mean;
+  Tensor weight = {};  // rescales each element's loss; broadcast to the input's shape
+};
+// d = |x - y|: 0.5 d^2 / beta where d < beta, else d - 0.5 beta
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options opt = {}, Site site = {});
+// input: log-probabilities. target t (probabilities): t (log t - input), 0 where t = 0;
+// log_target: e^t (t - input)
+Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions opt = {}, Site site = {});
+// input: probabilities in [0, 1] (others refused on the CPU, as PyTorch; NaN on the GPU,
+// docs/cuda.md). -w (t log x + (1 - t) log(1 - x)), each log clamped
+// at -100 (as PyTorch, so a saturated prediction gives a finite loss)
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOptions opt = {}, Site site = {});
 
 // ---- randomness in the graph
 // zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training

@@ -194,6 +194,14 @@ Tensor mm(const Tensor& a, const Tensor& b, Site site) {
 
 Options Tensor::options() const { return Options{.dtype = dtype(), .device = device()}; }
 
+Tensor& Tensor::detach_(Site site) {
+  if (!defined()) fail("detach_", "the tensor is undefined", site);
+  impl_->grad_fn.reset();
+  impl_->output_nr = 0;
+  impl_->requires_grad = false;
+  return *this;
+}
+
 // ---- libtorch's free spellings of the view methods
 Tensor reshape(const Tensor& x, const Dims& shape, Site site) { return x.reshape(shape, site); }
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim, Site site) {

@@ -393,6 +393,7 @@ std::string Embedding::extra_repr() const {
 
 // ---- Sequential
 void Sequential::append(std::unique_ptr<Module> module) {
+  null_ = false;
   modules_.push_back(&register_module(std::to_string(modules_.size()), std::move(module)));
 }
 
@@ -414,6 +415,9 @@ void Sequential::wrong_type(size_t i) const {
 // operator, as PyTorch's Sequential calls module(input).
 Tensor Sequential::forward(const Tensor& x) {
   SiteScope at_caller = at_caller_site();
+  if (null_)
+    throw Error("Sequential: called while null (made from nullptr, as libtorch's empty holder); assign it a "
+                "Sequential first, or test it: `downsample ? downsample(x) : x`");
   Tensor y = x;
   for (size_t i = 0; i < modules_.size(); ++i) {
     Module* m = modules_[i];

@@ -7,6 +7,7 @@
 //   Tensor y = mlp(x.flatten(1));
 #pragma once
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -256,9 +257,16 @@ class Embedding : public Module {
 //   nn::Sequential seq{nn::Linear(4, 8), nn::ReLU()};
 //   seq.add(nn::Linear(8, 2));
 //   nn::Linear& first = seq.at<nn::Linear>(0);
+// libtorch's empty holder, `nn::Sequential downsample{nullptr}` (or a parameter
+// `nn::Sequential downsample = nullptr`), is a Sequential that tests false until a
+// Sequential is assigned to it or a module added: `if (downsample) ...`. Calling it
+// before then throws Error.
 class Sequential : public Module {
  public:
   Sequential() = default;
+  Sequential(std::nullptr_t) : null_(true) {}  // implicit: `nn::Sequential ds = nullptr` as in libtorch
+  // false only for a Sequential made from nullptr and given nothing since
+  explicit operator bool() const { return !null_; }
   template <typename... M>
     requires(sizeof...(M) > 0 && (std::derived_from<std::remove_cvref_t<M>, Module> && ...) &&
              (!std::is_lvalue_reference_v<M> && ...))
@@ -286,7 +294,7 @@ class Sequential : public Module {
     append(std::move(owned));
     return ref;
   }
-  void append(std::unique_ptr<Module> module);
+  void append(std::unique_ptr<Module> module);  // (a Sequential made from nullptr becomes non-null)
   template <typename M>
     requires(std::derived_from<std::remove_cvref_t<M>, Module> && !std::is_lvalue_reference_v<M>)
   std::remove_cvref_t<M>& push_back(M&& module) {  // libtorch's spelling of add
@@ -315,6 +323,7 @@ class Sequential : public Module {
  private:
   [[noreturn]] void wrong_type(size_t i) const;
   std::vector<Module*> modules_;
+  bool null_ = false;  // made from nullptr, nothing added or assigned since
 };
 
 }  // namespace reel::nn

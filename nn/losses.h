@@ -15,25 +15,16 @@
 
 namespace reel::nn {
 
-// KLDivLoss's reductions: PyTorch's 'mean' averages over every element; 'batchmean'
-// divides the sum by the batch size (input's first dim), the mathematically right KL.
-enum class KLDivReduction : uint8_t { none, mean, sum, batchmean };
+// smooth_l1_loss, kl_div and binary_cross_entropy, whose gradients are written out, are
+// autograd ops (autograd/ops.h, autograd/ops_loss.cpp); their options are named here too.
+using reel::BCEOptions;
+using reel::KLDivOptions;
+using reel::KLDivReduction;
+using reel::SmoothL1Options;
 
-struct SmoothL1Options {
-  Reduction reduction = Reduction::mean;
-  double beta = 1.0;  // >= 0; 0 gives the L1 loss
-};
 struct HuberOptions {
   Reduction reduction = Reduction::mean;
   double delta = 1.0;  // > 0
-};
-struct KLDivOptions {
-  KLDivReduction reduction = KLDivReduction::mean;
-  bool log_target = false;  // the target holds log-probabilities
-};
-struct BCEOptions {
-  Reduction reduction = Reduction::mean;
-  Tensor weight = {};  // rescales each element's loss; broadcast to the input's shape
 };
 struct CosineEmbeddingOptions {
   Reduction reduction = Reduction::mean;
@@ -44,17 +35,11 @@ namespace functional {
 
 // |x - y|
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, Site site = {});
-// d = |x - y|: 0.5 d^2 / beta where d < beta, else d - 0.5 beta
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options opt = {}, Site site = {});
 // d = |x - y|: 0.5 d^2 where d < delta, else delta (d - 0.5 delta)
 Tensor huber_loss(const Tensor& input, const Tensor& target, HuberOptions opt = {}, Site site = {});
-// input: log-probabilities. target t (probabilities): t (log t - input), 0 where t = 0;
-// log_target: e^t (t - input)
-Tensor kl_div(const Tensor& input, const Tensor& target, KLDivOptions opt = {}, Site site = {});
-// input: probabilities in [0, 1] (others refused on the CPU, as PyTorch; NaN on the GPU,
-// docs/cuda.md). -w (t log x + (1 - t) log(1 - x)), each log clamped
-// at -100 (as PyTorch, so a saturated prediction gives a finite loss)
-Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, BCEOptions opt = {}, Site site = {});
+using reel::binary_cross_entropy;  // (autograd/ops.h)
+using reel::kl_div;
+using reel::smooth_l1_loss;
 // x1, x2 [N, D] (or [D]), y [N] (or []) of +1 / -1: 1 - cos(x1, x2) where y = 1,
 // max(0, cos(x1, x2) - margin) where y = -1; cos = <x1, x2> / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12))
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, CosineEmbeddingOptions opt = {},

@@ -7,13 +7,17 @@
 
 #include <pthread.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "../autograd/autocast.h"
 #include "../autograd/grad_mode.h"
+#include "../formats/detect.h"
 #include "../formats/safetensors.h"
 #include "../formats/torch_pt.h"
 
@@ -208,10 +212,44 @@ Module& Module::replace_module(const std::string& name, std::unique_ptr<Module> 
   return register_module(name, std::move(owned));
 }
 
+// "ns::Net" -> "Net", as PyTorch prints the class name alone; every name in a template's
+// arguments loses its qualifiers too: "ns::ResNet<ns::ResidualBlock>" -> "ResNet<ResidualBlock>",
+// "(anonymous namespace)::Net" and a local class's "f()::Net" -> "Net".
+std::string unqualified_type_name(std::string_view name) {
+  auto opens = [](char c) { return c == '<' || c == '(' || c == '[' || c == '{'; };
+  auto closes = [](char c) { return c == '>' || c == ')' || c == ']' || c == '}'; };
+  while (!name.empty() && name.back() == ' ') name.remove_suffix(1);  // "vector<int, allocator<int> > "
+  size_t start = 0;  // after the last "::" outside brackets
+  int depth = 0;
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    if (opens(name[i])) ++depth;
+    else if (closes(name[i])) --depth;
+    else if (depth == 0 && name[i] == ':' && name[i + 1] == ':') start = i + 2, ++i;
+  }
+  std::string_view last = name.substr(start);
+  size_t open = last.find('<');
+  if (open == std::string_view::npos || last.back() != '>') return std::string(last);
+  std::string out(last.substr(0, open + 1));
+  size_t arg = open + 1;
+  depth = 0;
+  for (size_t i = open + 1; i + 1 < last.size(); ++i) {  // each top-level argument, unqualified
+    if (opens(last[i])) ++depth;
+    else if (closes(last[i])) --depth;
+    if (depth == 0 && last[i] == ',') {
+      out += unqualified_type_name(last.substr(arg, i - arg)) + ", ";
+      arg = i + 1;
+      while (last[arg] == ' ') ++arg;
+    }
+  }
+  return out + unqualified_type_name(last.substr(arg, last.size() - 1 - arg)) + ">";
+}
+}  // namespace
+
 // ---- calling
 Tensor Module::forward(const Tensor&) {
-  throw Error(fmt::format("{}: forward(const Tensor&) is not defined for this module; override it, "
-                          "or call the module's own forward", type_name()));
+  throw Error(fmt::format("{}: forward is not defined for this module: declare `Tensor forward(const Tensor& x) "
+                          "override` (or libtorch's `Tensor forward(Tensor x)`); a module with other inputs is "
+                          "called through its own forward or call operator", type_name()));
 }
 
 std::string Module::type_name() const {
@@ -220,10 +258,10 @@ std::string Module::type_name() const {
   char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string name = status == 0 && demangled ? demangled : mangled;
   std::free(demangled);
-  // "ns::Net" -> "Net", as PyTorch prints the class name alone
-  size_t colon = name.rfind("::");
-  return colon == std::string::npos ? name : name.substr(colon + 2);
+  return unqualified_type_name(name);
 }
+
+std::ostream& operator<<(std::ostream& os, const Module& module) { return os << module.str(); }
 
 std::string Module::str() const {
   std::string head = type_name() + "(" + extra_repr();
@@ -406,12 +444,30 @@ void Module::zero_grad(bool set_to_none) {
 }
 
 // ---- checkpoints
+namespace {
+bool torch_name(const std::string& path) { return path.ends_with(".pt") || path.ends_with(".pth"); }
+}  // namespace
+
+// A libtorch port's save("model.pt") expects torch.save's format; reel writes safetensors
+// whatever the name, and says so once per process rather than leave Python's torch.load
+// to fail on the file later.
 void Module::save(const std::string& path) const {
   safetensors::save(path, state_dict(), {{"format", "pt"}});
+  static std::atomic<bool> told{false};
+  if (torch_name(path) && !told.exchange(true))
+    std::fprintf(stderr,
+                 "reel: %s is written in the safetensors format, not torch.save's (reel writes no pickle); "
+                 "load() reads it back, Python reads it with safetensors.torch.load_file (said once)\n",
+                 path.c_str());
 }
 
+// The format is read from the file's first bytes, so a file loads whatever its name; one
+// that is neither (or cannot be opened) goes to the reader its name suggests, whose error
+// says what is wrong with it.
 void Module::load(const std::string& path) {
-  if (!path.ends_with(".pt") && !path.ends_with(".pth")) {
+  std::optional<formats::Format> format = formats::detect_file(path);
+  const bool known = format && *format != formats::Format::unknown;
+  if (known ? *format == formats::Format::safetensors : !torch_name(path)) {
     safetensors::File f = safetensors::load(path);
     load_state_dict(f.tensors, true, path);
     return;

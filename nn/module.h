@@ -27,6 +27,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,28 @@ using BackwardHook =
     std::function<std::optional<Tensor>(Module&, const Tensor& grad_input, const Tensor& grad_output)>;
 struct ModuleHooks;  // a module's hooks (nn/module_call.cpp)
 
+namespace detail {
+// libtorch's forward signature, `Tensor forward(Tensor x)` (by value). A module that
+// declares it overrides this slot (overriding looks through every base, whatever the
+// access), and Module::operator() calls the slot first: a module ported with libtorch's
+// signature runs its own forward instead of the base's. The slot's default hands over to
+// the reference form, `forward(const Tensor&)`, which reel's own modules override. It is
+// a private base so that `m.forward(x)` on a Module sees one forward, not two.
+class ForwardByValue {
+ public:
+  virtual ~ForwardByValue() = default;
+  // (-Woverloaded-virtual would name this slot at every module that declares the reference
+  // form; hiding it there is the point)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverloaded-virtual"
+  virtual Tensor forward(Tensor x) { return forward_by_reference(x); }
+#pragma GCC diagnostic pop
+
+ private:
+  virtual Tensor forward_by_reference(const Tensor& x) = 0;
+};
+}  // namespace detail
+
 // Unregisters its hook on remove(); dropping the handle keeps the hook. Safe after
 // the module is gone (then it does nothing).
 struct RemovableHandle {
@@ -65,15 +88,20 @@ struct RemovableHandle {
   void remove();
 };
 
-class Module {
+class Module : private detail::ForwardByValue {
  public:
   virtual ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
   // The computation of a one-input module. The base throws Error (a module with
-  // several inputs defines its own call operator instead).
+  // several inputs defines its own call operator instead). libtorch's by-value
+  // `Tensor forward(Tensor x)` is called too (detail::ForwardByValue); where a module
+  // declares both, the by-value one runs.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverloaded-virtual"  // a by-value forward hides it, and is called
   virtual Tensor forward(const Tensor& x);
+#pragma GCC diagnostic pop
   // Calls forward() inside this module: ops in a forward() you wrote report their own
   // lines, ops of reel's own layers the line that called the layer, and every op the
   // module path ("feat.fc"); runs the hooks registered below.
@@ -164,9 +192,11 @@ class Module {
   // ---- checkpoints (safetensors files; readable by Python's safetensors and PyTorch).
   // load() validates every name, shape and dtype before it copies anything: on any
   // mismatch it throws Error naming the file and leaves the module unchanged.
-  // Values are converted to each tensor's dtype and device. A path ending in .pt or
-  // .pth is read as PyTorch's torch.save state dict (formats/torch_pt.h), with the same
-  // checks; any other path as safetensors.
+  // Values are converted to each tensor's dtype and device. The file's format is read
+  // from its first bytes (formats/detect.h), not its name: safetensors, or PyTorch's
+  // torch.save state dict (formats/torch_pt.h: the zip format; the legacy one is refused
+  // with a message), with the same checks. save() always writes safetensors; to a name
+  // ending in .pt or .pth it says so on stderr, once per process.
   void save(const std::string& path) const;
   void load(const std::string& path);
   // `source` names the origin in errors. strict: every name must match both ways.
@@ -258,6 +288,9 @@ class Module {
   RemovableHandle add_hook(int kind, ForwardPreHook h);
   RemovableHandle add_hook(int kind, ForwardHook h);
   Tensor call_with_hooks(const Tensor& x);
+  // forward() as the module declares it: by value (libtorch's) where it does, else by reference
+  Tensor call_forward(const Tensor& x) { return static_cast<detail::ForwardByValue&>(*this).forward(x); }
+  Tensor forward_by_reference(const Tensor& x) final { return forward(x); }
   const ModulePath* path_under(const Call* parent);
 
   // This module's path under the module that called it last (parent's path, then its
@@ -281,5 +314,8 @@ class Module {
   PathCache path_cache_;
   std::shared_ptr<ModuleHooks> hooks_;  // null until a hook is registered
 };
+
+// Writes str(), the module tree as PyTorch prints it: `std::cout << net << "\n";`
+std::ostream& operator<<(std::ostream& os, const Module& module);
 
 }  // namespace reel::nn

@@ -71,7 +71,7 @@ SiteScope Module::at_caller_site() const {
 Tensor Module::operator()(const Tensor& x, Site site) {
   Call call(*this, site);
   if (hooks_ && has_hooks()) return call_with_hooks(x);
-  return forward(x);
+  return call_forward(x);
 }
 
 // ---- hooks
@@ -179,7 +179,7 @@ Tensor Module::call_with_hooks(const Tensor& x) {
       bw->input_hooked = true;
     }
   }
-  Tensor out = forward(in);
+  Tensor out = call_forward(in);
   for (const auto& [id, hook] : std::vector(hooks->forward))
     if (std::optional<Tensor> r = hook(*this, in, out)) out = *r;
   if (bw && out.defined() && out.requires_grad()) out = through_backward_hooks(out, bw, false, tls_call->site_);

@@ -6,11 +6,19 @@
 // Init: every parameter U(-1/sqrt(H), 1/sqrt(H)).
 //
 //   nn::GRU gru(125, 100, {.batch_first = true});
-//   auto [out, h_n] = gru.forward(x);            // x [B, T, 125] -> out [B, T, 100], h_n [1, B, 100]
-//   auto [y, state] = lstm.forward(x, {h0, c0}, lengths);  // state.h, state.c [L D, B, H]
+//   auto [out, h_n] = gru(x, Tensor());          // x [B, T, 125] -> out [B, T, 100], h_n [1, B, 100]
+//   auto [y, state] = lstm(x, {h0, c0}, lengths);  // state.h, state.c [L D, B, H]
+//
+// libtorch's forms beside these: each result converts to libtorch's std::tuple
+// (`std::tuple<Tensor, Tensor> r = gru(x, h0);`), and an LSTM or LSTMCell given its state
+// as a std::tuple (h, c) returns libtorch's tuple: `auto r = lstm.forward(x, std::make_tuple(h0, c0));
+// std::get<0>(r)`, `std::get<1>(r)` the (h_n, c_n) tuple. forward(x) alone is the output
+// tensor (what a Sequential passes on), not libtorch's tuple.
 #pragma once
 #include <cstdint>
+#include <concepts>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../autograd/ops_rnn.h"
@@ -39,15 +47,22 @@ using LSTMOptions = GRUOptions;
 
 struct LSTMState {
   Tensor h, c;
+  operator std::tuple<Tensor, Tensor>() const { return {h, c}; }  // libtorch's (h, c)
 };
 // output [T, B, D H] ([B, T, D H] batch_first), h_n [L D, B, H]
 struct RNNOutput {
   Tensor output, h_n;
+  operator std::tuple<Tensor, Tensor>() const { return {output, h_n}; }  // libtorch's (output, h_n)
 };
 struct LSTMOutput {
   Tensor output;
   LSTMState state;  // h_n, c_n [L D, B, H]
+  // libtorch's (output, (h_n, c_n))
+  operator std::tuple<Tensor, std::tuple<Tensor, Tensor>>() const { return {output, state}; }
 };
+// libtorch's spelling of an LSTM state: std::tuple<Tensor, Tensor> (h, c)
+template <typename T>
+concept TupleState = std::same_as<T, std::tuple<Tensor, Tensor>>;
 
 // What RNN, GRU and LSTM share: the parameters of every layer and direction, the options.
 // forward's inputs: x [T, B, I] ([B, T, I] batch_first, [T, I] unbatched); h0 (c0)
@@ -110,6 +125,16 @@ class LSTM : public RNNBase {
   std::string type_name() const override { return "LSTM"; }
   using Module::operator();
   LSTMOutput operator()(const Tensor& x, const LSTMState& state, const Tensor& lengths = {}, Site site = {});
+  // libtorch's form: the state as std::tuple (h0, c0), the result as (output, (h_n, c_n))
+  template <TupleState State>
+  std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(const Tensor& x, const State& hx, const Tensor& lengths = {}) {
+    return forward(x, LSTMState{std::get<0>(hx), std::get<1>(hx)}, lengths);
+  }
+  template <TupleState State>
+  std::tuple<Tensor, std::tuple<Tensor, Tensor>> operator()(const Tensor& x, const State& hx,
+                                                            const Tensor& lengths = {}, Site site = {}) {
+    return (*this)(x, LSTMState{std::get<0>(hx), std::get<1>(hx)}, lengths, site);
+  }
 };
 
 // ---- cells: one step. x [B, I] (or [I]), h [B, H] (or [H]; undefined: zeros) -> h' [B, H].
@@ -157,6 +182,15 @@ class LSTMCell : public RNNCellBase {
   std::string type_name() const override { return "LSTMCell"; }
   using Module::operator();
   LSTMState operator()(const Tensor& x, const LSTMState& state, Site site = {});
+  // libtorch's form: the state as std::tuple (h, c), the result as (h', c')
+  template <TupleState State>
+  std::tuple<Tensor, Tensor> forward(const Tensor& x, const State& hx) {
+    return forward(x, LSTMState{std::get<0>(hx), std::get<1>(hx)});
+  }
+  template <TupleState State>
+  std::tuple<Tensor, Tensor> operator()(const Tensor& x, const State& hx, Site site = {}) {
+    return (*this)(x, LSTMState{std::get<0>(hx), std::get<1>(hx)}, site);
+  }
 };
 
 }  // namespace reel::nn

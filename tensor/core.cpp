@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "check.h"
 #include "internal/core_load.h"
 
 namespace reel {
@@ -184,6 +185,12 @@ void fail(const char* op_in, const std::string& message_in, const Site& site) {
   if (where.known()) throw Error(fmt::format("{}: {} (at {}{})", op, message, where.str(), in));
   if (tls_module) throw Error(fmt::format("{}: {} (in {})", op, message, tls_module->str()));
   throw Error(fmt::format("{}: {}", op, message));
+}
+
+void detail::check_failed(const char* function, const char* condition, const std::string& message,
+                          const Site& site) {
+  fail(function, message.empty() ? fmt::format("`{}` is false", condition)
+                                 : fmt::format("{}; `{}` is false", message, condition), site);
 }
 
 // ---- dims

@@ -162,6 +162,7 @@ const Tensor& given(const char* op, const Tensor& t, const Site& site) {
   if (!t.defined()) fail(op, "the input is an undefined tensor", site);
   return t;
 }
+Options like(const Tensor& t) { return {.dtype = t.dtype(), .device = t.device()}; }
 }  // namespace
 Tensor zeros_like(const Tensor& t, Site site) {
   given("zeros_like", t, site);
@@ -178,6 +179,18 @@ Tensor empty_like(const Tensor& t, Site site) {
 Tensor full_like(const Tensor& t, double value, Site site) {
   given("full_like", t, site);
   return full(t.shape(), value, {.dtype = t.dtype(), .device = t.device()}, site);
+}
+Tensor Tensor::new_zeros(const Dims& shape, Site site) const {
+  return zeros(shape, like(given("new_zeros", *this, site)), site);
+}
+Tensor Tensor::new_ones(const Dims& shape, Site site) const {
+  return ones(shape, like(given("new_ones", *this, site)), site);
+}
+Tensor Tensor::new_full(const Dims& shape, double value, Site site) const {
+  return full(shape, value, like(given("new_full", *this, site)), site);
+}
+Tensor Tensor::new_empty(const Dims& shape, Site site) const {
+  return empty(shape, like(given("new_empty", *this, site)), site);
 }
 
 namespace {
@@ -363,6 +376,16 @@ Tensor randn(const Dims& shape, Generator& gen, Options opt, Site site) {
   return t;
 }
 Tensor randn(const Dims& shape, Options opt, Site site) { return randn(shape, default_generator(), opt, site); }
+Tensor rand_like(const Tensor& t, Generator& gen, Site site) {
+  given("rand_like", t, site);
+  return rand(t.shape(), gen, like(t), site);
+}
+Tensor rand_like(const Tensor& t, Site site) { return rand_like(t, default_generator(), site); }
+Tensor randn_like(const Tensor& t, Generator& gen, Site site) {
+  given("randn_like", t, site);
+  return randn(t.shape(), gen, like(t), site);
+}
+Tensor randn_like(const Tensor& t, Site site) { return randn_like(t, default_generator(), site); }
 
 // Drawn on the host from the CPU stream whatever opt.device is, then copied: the same
 // numbers on every device.

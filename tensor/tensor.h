@@ -330,6 +330,14 @@ class Tensor {
   int64_t ndimension() const { return dim(); }
   bool is_cuda() const { return device().is_cuda(); }
   Tensor& set_requires_grad(bool on, Site site = {}) { return requires_grad_(on, site); }
+  // New tensors of this one's dtype and device (libtorch's x.new_zeros({2, 3}))
+  Tensor new_zeros(const Dims& shape, Site site = {}) const;
+  Tensor new_ones(const Dims& shape, Site site = {}) const;
+  Tensor new_full(const Dims& shape, double value, Site site = {}) const;
+  Tensor new_empty(const Dims& shape, Site site = {}) const;
+  // Takes this tensor off the tape in place (libtorch's detach_): no grad_fn, requires_grad
+  // false, for every handle on it; the storage is untouched.
+  Tensor& detach_(Site site = {});
 
   // ---- in place, libtorch's spellings (autograd/ops_methods_inplace.cpp). Recorded and
   // refused as the in-place methods above.
@@ -445,6 +453,11 @@ Tensor rand(const Dims& shape, Options opt = {}, Site site = {});   // U[0, 1)
 Tensor rand(const Dims& shape, Generator& gen, Options opt = {}, Site site = {});
 Tensor randn(const Dims& shape, Options opt = {}, Site site = {});  // N(0, 1)
 Tensor randn(const Dims& shape, Generator& gen, Options opt = {}, Site site = {});
+// rand and randn of t's shape, dtype and device (libtorch's rand_like, randn_like)
+Tensor rand_like(const Tensor& t, Site site = {});
+Tensor rand_like(const Tensor& t, Generator& gen, Site site = {});
+Tensor randn_like(const Tensor& t, Site site = {});
+Tensor randn_like(const Tensor& t, Generator& gen, Site site = {});
 Tensor randint(int64_t low, int64_t high, const Dims& shape, Options opt = {.dtype = DType::i64}, Site site = {});
 Tensor randint(int64_t low, int64_t high, const Dims& shape, Generator& gen, Options opt = {.dtype = DType::i64},
                Site site = {});

@@ -54,3 +54,36 @@ TEST_CASE("porting guide: the custom function as libtorch writes it", "[libtorch
   CHECK(reel::test::gradcheck([](const std::vector<Tensor>& in) { return guide::MulConstant::apply(in[0], -1.5); },
                               {reel::test::input({3, 2})}) == "");
 }
+
+TEST_CASE("porting guide: the ResNet block with a by-value forward and an optional downsampler",
+          "[libtorch][guide][port]") {
+  manual_seed(6);
+  Tensor x = randn({2, 2, 8, 8});
+  guide::ResidualBlock plain(2, 2);
+  CHECK(!plain.downsample);
+  CHECK(plain.named_parameters().size() == 6);  // two convs without bias, two batch norms
+  Tensor y = plain(x);
+  CHECK(y.shape() == Dims{2, 2, 8, 8});
+  CHECK(y.min().item<double>() >= 0);  // relu(out + residual)
+  guide::ResidualBlock down(2, 4, 2, nn::Sequential(nn::Conv2d(2, 4, 1, {.stride = 2, .bias = false}), nn::BatchNorm2d(4)));
+  CHECK(down.downsample);
+  CHECK(down(x).shape() == Dims{2, 4, 4, 4});
+  CHECK(down.named_parameters()[6].first == "downsample.0.weight");
+  down(x).sum().backward();
+  CHECK(down.downsample.at<nn::Conv2d>(0).weight.grad().defined());  // the skip path gets its gradient
+  CHECK(down.conv1.weight.grad().defined());
+}
+
+TEST_CASE("porting guide: libtorch's dataset pipeline, LSTM state tuples, the small things", "[libtorch][guide][port]") {
+  CHECK(guide::dataset_example() == 10);
+  CHECK(guide::lstm_state_example() == 19);
+  guide::Net net;
+  manual_seed(7);
+  Tensor x = randn({3, 784});
+  Tensor out = guide::small_things_example(net, x);
+  CHECK(out.shape() == Dims{3, 10});
+  CHECK(!out.requires_grad());
+  CHECK(grad_enabled());  // InferenceMode ended with the function
+  std::string e = reel::test::error_message([&] { guide::small_things_example(net, x[0]); });
+  CHECK(e.rfind("small_things_example: expected a batch of rows, got [784]; `x.dim() == 2` is false (at ", 0) == 0);
+}
