@@ -196,6 +196,10 @@ Options Tensor::options() const { return Options{.dtype = dtype(), .device = dev
 
 Tensor& Tensor::detach_(Site site) {
   if (!defined()) fail("detach_", "the tensor is undefined", site);
+  // as libtorch: a view's history is its root's (autograd/inplace.h), not its own to drop
+  if (impl_->view_base)
+    fail("detach_", fmt::format("the tensor {} is a view of another tensor and cannot be detached in place; "
+                                "use detach(), which makes a new tensor", shape().str()), site);
   impl_->grad_fn.reset();
   impl_->output_nr = 0;
   impl_->requires_grad = false;

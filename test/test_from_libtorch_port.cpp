@@ -430,6 +430,8 @@ TEST_CASE("detach_ takes a tensor off the tape in place", "[libtorch][port][auto
   CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 6});
   Tensor undefined;
   CHECK(has(error_message([&] { undefined.detach_(); }), "detach_: the tensor is undefined"));
+  Tensor view = (x * 1.0).narrow(0, 0, 1);  // as libtorch: a view is detached with detach()
+  CHECK(has(error_message([&] { view.detach_(); }), "cannot be detached in place; use detach()"));
 }
 
 TEST_CASE("recurrent layers give libtorch's tuples beside reel's structs", "[libtorch][port][rnn]") {
