@@ -11,7 +11,7 @@
 // (kBk keys) and query block i (kBq rows) at or below the diagonal: P = e^(S - lse)
 // recomputed, dP = dO V^T, dV_j += (z P)^T dO_i, dS = scale P (z dP - D), D_i = do_i . o_i,
 // dK_j += dS^T Q_i, dQ_i += dS K_j. Causal blocks above the diagonal are skipped.
-// K and V are packed transposed once per plane in 64-key panels ([S / 64][E][64]): their
+// K (times the scale) and V are packed transposed once per plane in 64-key panels ([S / 64][E][64]): their
 // products with a row block read contiguous 16 KB panels (the plain transpose's rows,
 // S floats apart, would all fall into the same few L1 sets at S = 4096).
 // Floor: compute. 4 L S E flops forward (2 q k, 2 p v) and 10 L S E backward for E = Ev,
@@ -42,11 +42,12 @@
 namespace reel::cpu {
 namespace {
 
-constexpr int64_t kFq = 64;   // forward: query rows per task
-constexpr int64_t kFk = 256;  // forward: keys per block (the score block, 64 KB, stays in L2)
+constexpr int64_t kFq = 128;   // forward: query rows per task
+constexpr int64_t kFk = 128;  // forward: keys per block (the score block, 64 KB, stays in L2)
 constexpr int64_t kBq = 64;   // backward: query rows per block
 constexpr int64_t kBk = 64;   // backward: keys per block
 constexpr int64_t kPanel = 64;  // columns per micro-kernel panel, and per packed K^T / V^T panel
+constexpr int64_t kKc = 64;     // the inner dim per pass over a panel's row tiles
 constexpr int64_t kMR = 6;      // rows per micro-tile: 6 x 4 accumulators + 4 B vectors + 1 broadcast
 
 const float kNegInf = -std::numeric_limits<float>::infinity();
@@ -106,39 +107,45 @@ struct PanelsB {
 };
 
 // c [M, N] (row stride ldc) = (acc ? c : 0) + a [M, K] b [K, N], a element (i, k) at
-// a[i sai + k sak] (row-major: sai = lda, sak = 1; transposed: sai = 1, sak = lda).
+// a[i sai + k sak] (row-major: sai = lda, sak = 1; transposed: sai = 1, sak = lda). K is cut
+// in kKc steps, so that the rows of b a panel's row tiles share stay in L1 (16 KB).
 REEL_V4 void gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t sai, int64_t sak, PanelsB b, float* c,
                   int64_t ldc, bool acc) {
   for (int64_t j = 0, p = 0; j < N; j += kPanel, ++p) {
     const int64_t w = std::min(kPanel, N - j);
     const int nv = int((w + 15) / 16);
     const __mmask16 tail = __mmask16((1u << (w - 16 * (nv - 1))) - 1u);
-    const float* bp = b.data + p * b.panel;
     float* cp = c + j;
-    int64_t i = 0;
-    for (; i + kMR <= M; i += kMR) tile_nv<kMR>(nv, K, a + i * sai, sai, sak, bp, b.ld, cp + i * ldc, ldc, tail, acc);
-    const float* ai = a + i * sai;
-    float* ci = cp + i * ldc;
-    switch (M - i) {
-      case 1: tile_nv<1>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      case 2: tile_nv<2>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      case 3: tile_nv<3>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      case 4: tile_nv<4>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      case 5: tile_nv<5>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      default: break;
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kKc) {
+      const int64_t kc = std::min(kKc, K - k0);
+      const bool add = acc || k0 > 0;
+      const float* bp = b.data + p * b.panel + k0 * b.ld;
+      const float* ak = a + k0 * sak;
+      int64_t i = 0;
+      for (; i + kMR <= M; i += kMR) tile_nv<kMR>(nv, kc, ak + i * sai, sai, sak, bp, b.ld, cp + i * ldc, ldc, tail, add);
+      const float* ai = ak + i * sai;
+      float* ci = cp + i * ldc;
+      switch (M - i) {
+        case 1: tile_nv<1>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        case 2: tile_nv<2>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        case 3: tile_nv<3>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        case 4: tile_nv<4>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        case 5: tile_nv<5>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        default: break;
+      }
     }
   }
 }
 
-// x [S, n] (row-major) into panels [ceil(S / kPanel)][n][kPanel]: xt[p][e][t] = x[p kPanel + t][e],
+// a x [S, n] (row-major) into panels [ceil(S / kPanel)][n][kPanel]: xt[p][e][t] = a x[p kPanel + t][e],
 // zero past row S.
-void pack_transposed(const float* x, int64_t S, int64_t n, float* xt) {
+void pack_transposed(const float* x, int64_t S, int64_t n, float* xt, float a = 1) {
   for (int64_t p = 0; p * kPanel < S; ++p) {
     float* dst = xt + p * n * kPanel;
     const int64_t rows = std::min(kPanel, S - p * kPanel);
     for (int64_t t = 0; t < rows; ++t) {
       const float* src = x + (p * kPanel + t) * n;
-      for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = src[e];
+      for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = a * src[e];
     }
     for (int64_t t = rows; t < kPanel; ++t)
       for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = 0;
@@ -176,15 +183,11 @@ Plane plane_of(int64_t bh, const Tensor& q, const Tensor& k, const Tensor& v, co
 
 REEL_V4_INLINE __mmask16 first(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
 
-// Row i's raw products s[0, n) with keys j0 + t: s = scale s + mask (-inf where masked).
-// Returns the live count: keys from it on are after the query (causal) and not touched.
+// Row i's scaled products s[0, n) with keys j0 + t (the scale is in the packed keys): the
+// mask added (-inf where masked). Returns the live count: keys from it on are after the
+// query (causal) and not touched.
 REEL_V4 int64_t score_row(const Plane& pl, int64_t i, int64_t j0, int64_t n, float* s) {
   const int64_t live = pl.p->causal ? std::clamp<int64_t>(i + 1 - j0, 0, n) : n;
-  const __m512 scale = _mm512_set1_ps(float(pl.p->scale));
-  for (int64_t t = 0; t < live; t += 16) {
-    const __mmask16 m = first(live - t);
-    _mm512_mask_storeu_ps(s + t, m, _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(m, s + t)));
-  }
   if (pl.mask) {
     const int64_t base = i * pl.mask_si + j0 * pl.mask_sj;
     if (pl.mask_bool) {
@@ -362,7 +365,7 @@ void attention_flash_forward(const Tensor& out, const Tensor& lse, const Tensor&
   std::unique_ptr<float[]> kt(new float[size_t(BH * per_plane)]);
   const float* pk = k.data<float>();
 #pragma omp parallel for schedule(static) if (BH > 1)
-  for (int64_t bh = 0; bh < BH; ++bh) pack_transposed(pk + bh * S * E, S, E, kt.get() + bh * per_plane);
+  for (int64_t bh = 0; bh < BH; ++bh) pack_transposed(pk + bh * S * E, S, E, kt.get() + bh * per_plane, float(p.scale));
   float* po = out.data<float>();
   float* pl = lse.data<float>();
 #pragma omp parallel if (BH * blocks > 1)
@@ -389,7 +392,7 @@ void attention_flash_backward(const Tensor& gq, const Tensor& gk, const Tensor& 
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; ++bh) {
       Plane pn = plane_of(bh, q, k, v, mask, mask_offsets, p);
-      pack_transposed(pn.k, S, E, kt.get());
+      pack_transposed(pn.k, S, E, kt.get(), float(p.scale));
       pack_transposed(pn.v, S, Ev, vt.get());
       pn.kt = kt.get();
       pn.vt = vt.get();
