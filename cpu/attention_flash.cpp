@@ -20,6 +20,7 @@
 #include "attention_flash.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -362,10 +363,13 @@ void attention_flash_forward(const Tensor& out, const Tensor& lse, const Tensor&
                              const Tensor& mask, const Tensor& mask_offsets, const AttentionParams& p) {
   const int64_t BH = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2), Ev = v.size(2);
   const int64_t blocks = (L + kFq - 1) / kFq, per_plane = packed_size(S, E);
-  std::unique_ptr<float[]> kt(new float[size_t(BH * per_plane)]);
+  // scratch from the caching allocator: a fresh mmap of a few MB per call spent 5% of a GPT
+  // step zeroing pages
+  Tensor packed = empty({BH, per_plane});
+  float* kt = packed.data<float>();
   const float* pk = k.data<float>();
 #pragma omp parallel for schedule(static) if (BH > 1)
-  for (int64_t bh = 0; bh < BH; ++bh) pack_transposed(pk + bh * S * E, S, E, kt.get() + bh * per_plane, float(p.scale));
+  for (int64_t bh = 0; bh < BH; ++bh) pack_transposed(pk + bh * S * E, S, E, kt + bh * per_plane, float(p.scale));
   float* po = out.data<float>();
   float* pl = lse.data<float>();
 #pragma omp parallel if (BH * blocks > 1)
@@ -376,7 +380,7 @@ void attention_flash_forward(const Tensor& out, const Tensor& lse, const Tensor&
     for (int64_t task = 0; task < BH * blocks; ++task) {
       const int64_t bh = task % BH, b = blocks - 1 - task / BH;
       Plane pn = plane_of(bh, q, k, v, mask, mask_offsets, p);
-      pn.kt = kt.get() + bh * per_plane;
+      pn.kt = kt + bh * per_plane;
       forward_block(pn, b * kFq, std::min(L, (b + 1) * kFq), po + bh * L * Ev, pl + bh * L, s.get(), z.get());
     }
   }
@@ -386,16 +390,19 @@ void attention_flash_backward(const Tensor& gq, const Tensor& gk, const Tensor& 
                               const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                               const Tensor& mask, const Tensor& mask_offsets, const AttentionParams& p) {
   const int64_t BH = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2), Ev = v.size(2);
-#pragma omp parallel if (BH > 1)
+  const int64_t nk = packed_size(S, E), nv = packed_size(S, Ev), threads = std::min<int64_t>(BH, omp_get_max_threads());
+  Tensor packed = empty({threads, nk + nv});  // each thread's K^T and V^T
+#pragma omp parallel num_threads(int(threads)) if (threads > 1)
   {
-    std::unique_ptr<float[]> kt(new float[size_t(packed_size(S, E))]), vt(new float[size_t(packed_size(S, Ev))]);
+    float* kt = packed.data<float>() + omp_get_thread_num() * (nk + nv);
+    float* vt = kt + nk;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; ++bh) {
       Plane pn = plane_of(bh, q, k, v, mask, mask_offsets, p);
-      pack_transposed(pn.k, S, E, kt.get(), float(p.scale));
-      pack_transposed(pn.v, S, Ev, vt.get());
-      pn.kt = kt.get();
-      pn.vt = vt.get();
+      pack_transposed(pn.k, S, E, kt, float(p.scale));
+      pack_transposed(pn.v, S, Ev, vt);
+      pn.kt = kt;
+      pn.vt = vt;
       backward_plane(pn, go.data<float>() + bh * L * Ev, out.data<float>() + bh * L * Ev, lse.data<float>() + bh * L,
                      gq.data<float>() + bh * L * E, gk.data<float>() + bh * S * E, gv.data<float>() + bh * S * Ev);
     }
