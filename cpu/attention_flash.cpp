@@ -43,8 +43,8 @@
 namespace reel::cpu {
 namespace {
 
-constexpr int64_t kFq = 128;   // forward: query rows per task
-constexpr int64_t kFk = 128;  // forward: keys per block (the score block, 64 KB, stays in L2)
+constexpr int64_t kFq = 64;   // forward: query rows per task
+constexpr int64_t kFk = 256;  // forward: keys per block (the score block, 64 KB, stays in L2)
 constexpr int64_t kBq = 64;   // backward: query rows per block
 constexpr int64_t kBk = 64;   // backward: keys per block
 constexpr int64_t kPanel = 64;  // columns per micro-kernel panel, and per packed K^T / V^T panel
@@ -138,16 +138,54 @@ REEL_V4 void gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t sai, 
   }
 }
 
+// a r[16] x 16 tile transposed in registers (unpack 32-bit, shuffle 64-bit, then 128-bit lanes
+// twice): out[e] = column e of the rows
+REEL_V4_INLINE void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int k = 0; k < 2; ++k)
+    for (int c = 0; c < 4; ++c) {
+      t[8 * k + c] = _mm512_shuffle_f32x4(u[8 * k + c], u[8 * k + 4 + c], 0x88);
+      t[8 * k + 4 + c] = _mm512_shuffle_f32x4(u[8 * k + c], u[8 * k + 4 + c], 0xDD);
+    }
+  for (int c = 0; c < 8; ++c) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+  }
+}
+
 // a x [S, n] (row-major) into panels [ceil(S / kPanel)][n][kPanel]: xt[p][e][t] = a x[p kPanel + t][e],
-// zero past row S.
-void pack_transposed(const float* x, int64_t S, int64_t n, float* xt, float a = 1) {
+// zero past row S. 16 x 16 tiles through registers (a scalar scatter of the stores cost 7% of
+// a GPT-sized attention call), the edges element by element.
+REEL_V4 void pack_transposed(const float* x, int64_t S, int64_t n, float* xt, float a = 1) {
+  const __m512 av = _mm512_set1_ps(a);
   for (int64_t p = 0; p * kPanel < S; ++p) {
     float* dst = xt + p * n * kPanel;
     const int64_t rows = std::min(kPanel, S - p * kPanel);
-    for (int64_t t = 0; t < rows; ++t) {
-      const float* src = x + (p * kPanel + t) * n;
-      for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = a * src[e];
+    const float* src = x + p * kPanel * n;
+    int64_t t0 = 0;
+    for (; t0 + 16 <= rows; t0 += 16) {
+      int64_t e0 = 0;
+      for (; e0 + 16 <= n; e0 += 16) {
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) r[i] = _mm512_mul_ps(av, _mm512_loadu_ps(src + (t0 + i) * n + e0));
+        transpose16(r);
+        for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + (e0 + i) * kPanel + t0, r[i]);
+      }
+      for (int64_t t = t0; t < t0 + 16; ++t)
+        for (int64_t e = e0; e < n; ++e) dst[e * kPanel + t] = a * src[t * n + e];
     }
+    for (int64_t t = t0; t < rows; ++t)
+      for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = a * src[t * n + e];
     for (int64_t t = rows; t < kPanel; ++t)
       for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = 0;
   }
@@ -256,9 +294,9 @@ REEL_V4 void forward_block(const Plane& pl, int64_t i0, int64_t i1, float* out, 
   float m[kFq], l[kFq];
   std::fill(m, m + rows, kNegInf);
   std::fill(l, l + rows, 0.0f);
-  float* o = out + i0 * Ev;
-  std::fill(o, o + rows * Ev, 0.0f);
+  float* o = out + i0 * Ev;  // written by the first block's product, accumulated after
   const int64_t key_end = pl.p->causal ? std::min(pl.S, i1) : pl.S;
+  if (key_end == 0) std::fill(o, o + rows * Ev, 0.0f);
   for (int64_t j0 = 0; j0 < key_end; j0 += kFk) {
     const int64_t n = std::min(kFk, key_end - j0);
     gemm(rows, n, E, pl.q + i0 * E, E, 1, {pl.kt + j0 / kPanel * E * kPanel, kPanel, E * kPanel}, s, kFk, false);
@@ -273,7 +311,7 @@ REEL_V4 void forward_block(const Plane& pl, int64_t i0, int64_t i1, float* out, 
       if (mt > m[r]) {
         const float alpha = std::exp(m[r] - mt);  // 0 on the first live block
         l[r] *= alpha;
-        scale_row(o + r * Ev, Ev, alpha);
+        if (j0 > 0) scale_row(o + r * Ev, Ev, alpha);
         m[r] = mt;
       }
       l[r] += exp_row(sr, live, n, m[r]);
@@ -282,7 +320,7 @@ REEL_V4 void forward_block(const Plane& pl, int64_t i0, int64_t i1, float* out, 
         for (int64_t t = 0; t < live; ++t) sr[t] *= z[t];
       }
     }
-    gemm(rows, Ev, n, s, kFk, 1, {pl.v + j0 * Ev, Ev, kPanel}, o, Ev, true);
+    gemm(rows, Ev, n, s, kFk, 1, {pl.v + j0 * Ev, Ev, kPanel}, o, Ev, j0 > 0);
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (l[r] == 0.0f) {  // every key masked: o = 0 (never accumulated), lse = -inf
@@ -302,41 +340,46 @@ REEL_V4 void backward_plane(const Plane& pl, const float* go, const float* o, co
   const int64_t L = pl.L, S = pl.S, E = pl.E, Ev = pl.Ev;
   const bool drop = pl.p->dropout_p > 0;
   const float scale = float(pl.p->scale);
-  std::fill(gq, gq + L * E, 0.0f);
-  std::fill(gk, gk + S * E, 0.0f);
-  std::fill(gv, gv + S * Ev, 0.0f);
-  std::vector<float> D(static_cast<size_t>(L)), P(kBq * kBk), dP(kBq * kBk), PZ(drop ? kBq * kBk : 0), z(kBk);
+  // dq, dk, dv are written by their first product, not zeroed first (dq's is at key block 0,
+  // which every query block sees); only what no product reaches is zeroed
+  if (S == 0) std::fill(gq, gq + L * E, 0.0f);
+  std::unique_ptr<float[]> scratch(new float[size_t(L + 3 * kBq * kBk + kBk)]);
+  float *D = scratch.get(), *P = D + L, *dP = P + kBq * kBk, *PZ = dP + kBq * kBk, *z = PZ + kBq * kBk;
   for (int64_t i = 0; i < L; ++i) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t e = 0; e < Ev; e += 16) {
       const __mmask16 m = first(Ev - e);
       acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, go + i * Ev + e), _mm512_maskz_loadu_ps(m, o + i * Ev + e), acc);
     }
-    D[size_t(i)] = _mm512_reduce_add_ps(acc);
+    D[i] = _mm512_reduce_add_ps(acc);
   }
   for (int64_t j0 = 0; j0 < S; j0 += kBk) {
     const int64_t n = std::min(kBk, S - j0);
     const int64_t first_row = pl.p->causal ? j0 / kBq * kBq : 0;  // rows before j0 see none of these keys
     const PanelsB kt{pl.kt + j0 / kPanel * E * kPanel, kPanel, E * kPanel};
     const PanelsB vt{pl.vt + j0 / kPanel * Ev * kPanel, kPanel, Ev * kPanel};
+    if (first_row >= L) {  // keys after every query (causal, S > L): no gradient
+      std::fill(gk + j0 * E, gk + (j0 + n) * E, 0.0f);
+      std::fill(gv + j0 * Ev, gv + (j0 + n) * Ev, 0.0f);
+    }
     for (int64_t i0 = first_row; i0 < L; i0 += kBq) {
       const int64_t rows = std::min(kBq, L - i0);
-      gemm(rows, n, E, pl.q + i0 * E, E, 1, kt, P.data(), kBk, false);         // S = Q_i K_j^T
-      gemm(rows, n, Ev, go + i0 * Ev, Ev, 1, vt, dP.data(), kBk, false);       // dP = dO_i V_j^T
+      gemm(rows, n, E, pl.q + i0 * E, E, 1, kt, P, kBk, false);         // S = Q_i K_j^T
+      gemm(rows, n, Ev, go + i0 * Ev, Ev, 1, vt, dP, kBk, false);       // dP = dO_i V_j^T
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
-        float* pr = P.data() + r * kBk;
-        float* dr = dP.data() + r * kBk;
+        float* pr = P + r * kBk;
+        float* dr = dP + r * kBk;
         int64_t live = score_row(pl, i, j0, n, pr);
         if (lse[i] == kNegInf) live = 0;  // a fully masked row: no gradient
         exp_row(pr, live, n, lse[i]);
-        const __m512 Di = _mm512_set1_ps(D[size_t(i)]), sc = _mm512_set1_ps(scale);
+        const __m512 Di = _mm512_set1_ps(D[i]), sc = _mm512_set1_ps(scale);
         if (drop) {
-          dropout_factors(pl, i, j0, n, z.data());
-          float* pz = PZ.data() + r * kBk;
+          dropout_factors(pl, i, j0, n, z);
+          float* pz = PZ + r * kBk;
           for (int64_t t = 0; t < n; t += 16) {
             const __mmask16 m = first(n - t);
-            const __m512 p = _mm512_maskz_loadu_ps(m, pr + t), zt = _mm512_maskz_loadu_ps(m, z.data() + t);
+            const __m512 p = _mm512_maskz_loadu_ps(m, pr + t), zt = _mm512_maskz_loadu_ps(m, z + t);
             const __m512 dp = _mm512_maskz_loadu_ps(m, dr + t);
             _mm512_mask_storeu_ps(pz + t, m, _mm512_mul_ps(p, zt));
             _mm512_mask_storeu_ps(dr + t, m, _mm512_mul_ps(_mm512_mul_ps(sc, p), _mm512_fmsub_ps(zt, dp, Di)));
@@ -349,10 +392,11 @@ REEL_V4 void backward_plane(const Plane& pl, const float* go, const float* o, co
           }
         }
       }
-      const float* pz = drop ? PZ.data() : P.data();
-      gemm(n, Ev, rows, pz, 1, kBk, {go + i0 * Ev, Ev, kPanel}, gv + j0 * Ev, Ev, true);         // dV_j += (z P)^T dO_i
-      gemm(n, E, rows, dP.data(), 1, kBk, {pl.q + i0 * E, E, kPanel}, gk + j0 * E, E, true);     // dK_j += dS^T Q_i
-      gemm(rows, E, n, dP.data(), kBk, 1, {pl.k + j0 * E, E, kPanel}, gq + i0 * E, E, true);     // dQ_i += dS K_j
+      const float* pz = drop ? PZ : P;
+      const bool first_q = i0 == first_row;
+      gemm(n, Ev, rows, pz, 1, kBk, {go + i0 * Ev, Ev, kPanel}, gv + j0 * Ev, Ev, !first_q);  // dV_j += (z P)^T dO_i
+      gemm(n, E, rows, dP, 1, kBk, {pl.q + i0 * E, E, kPanel}, gk + j0 * E, E, !first_q);     // dK_j += dS^T Q_i
+      gemm(rows, E, n, dP, kBk, 1, {pl.k + j0 * E, E, kPanel}, gq + i0 * E, E, j0 > 0);      // dQ_i += dS K_j
     }
   }
 }
