@@ -14,9 +14,13 @@
 // K (times the scale) and V are packed transposed once per plane in 64-key panels ([S / 64][E][64]): their
 // products with a row block read contiguous 16 KB panels (the plain transpose's rows,
 // S floats apart, would all fall into the same few L1 sets at S = 4096).
-// Floor: compute. 4 L S E flops forward (2 q k, 2 p v) and 10 L S E backward for E = Ev,
-// halved by a causal mask, plus L S exponentials each way; the micro-kernel (6 x 64 tile,
-// 24 accumulators) runs at about the rate of oneDNN's sgemm.
+// Floor: compute. 4 L S E flops forward (2 q k, 2 p v) and 10 L S E backward for E = Ev
+// (the scores recomputed), halved by a causal mask, plus L S exponentials each way. The
+// micro-kernel (6 x 64 tile, 24 accumulators) runs at oneDNN's sgemm rate in L1 (~150 GF/s a
+// core on the Xeon model 207 VMs, AVX-512, no AMX). Measured there, one thread, CPU time,
+// medians of 3 rounds interleaved with PyTorch 2.15 on a loaded machine, causal [6, T, 64]:
+// T = 4096 forward 126 ms, backward 247 ms (PyTorch's flash kernel 124 / 348); T = 1024 8.2 /
+// 17.4 ms (11.1 / 27.9). At T = 4096 that is ~0.7 (forward) and ~0.87 (backward) of peak.
 #include "attention_flash.h"
 
 #include <immintrin.h>
