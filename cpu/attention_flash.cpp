@@ -375,7 +375,7 @@ REEL_V4 void backward_plane(const Plane& pl, const float* go, const float* o, co
         float* pr = P + r * kBk;
         float* dr = dP + r * kBk;
         int64_t live = score_row(pl, i, j0, n, pr);
-        if (lse[i] == kNegInf) live = 0;  // a fully masked row: no gradient
+        if (Ev == 0 || lse[i] == kNegInf) live = 0;  // no output (lse never written), or every key masked
         exp_row(pr, live, n, lse[i]);
         const __m512 Di = _mm512_set1_ps(D[i]), sc = _mm512_set1_ps(scale);
         if (drop) {
