@@ -8,6 +8,8 @@
 // embeddings: 6 x 12 x 384^2 + 384 x 96) plus causal attention 2 x 4 x 6 x 256^2 x 64
 // x 8 / 2 per layer forward (x 3.5 with backward); over peak sgemm it is what the
 // compare.py line "W12 step_ms vs compute floor" prints.
+// SDPA's floor: 12 T^2 / 2 x 64 x 6 flops (the forward's two products and the backward's four,
+// halved by the mask) at peak sgemm, compare.py's "W12 sdpa_T* vs compute floor" lines.
 #include "../samples/gpt.h"
 #include "reel_bench.h"
 

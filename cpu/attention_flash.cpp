@@ -11,15 +11,20 @@
 // (kBk keys) and query block i (kBq rows) at or below the diagonal: P = e^(S - lse)
 // recomputed, dP = dO V^T, dV_j += (z P)^T dO_i, dS = scale P (z dP - D), D_i = do_i . o_i,
 // dK_j += dS^T Q_i, dQ_i += dS K_j. Causal blocks above the diagonal are skipped.
-// K and V are packed transposed once per plane in 64-key panels ([S / 64][E][64]): their
+// K (times the scale) and V are packed transposed once per plane in 64-key panels ([S / 64][E][64]): their
 // products with a row block read contiguous 16 KB panels (the plain transpose's rows,
 // S floats apart, would all fall into the same few L1 sets at S = 4096).
-// Floor: compute. 4 L S E flops forward (2 q k, 2 p v) and 10 L S E backward for E = Ev,
-// halved by a causal mask, plus L S exponentials each way; the micro-kernel (6 x 64 tile,
-// 24 accumulators) runs at about the rate of oneDNN's sgemm.
+// Floor: compute. 4 L S E flops forward (2 q k, 2 p v) and 10 L S E backward for E = Ev
+// (the scores recomputed), halved by a causal mask, plus L S exponentials each way. The
+// micro-kernel (6 x 64 tile, 24 accumulators) runs at oneDNN's sgemm rate in L1 (~150 GF/s a
+// core on the Xeon model 207 VMs, AVX-512, no AMX). Measured there, one thread, CPU time,
+// medians of 3 rounds interleaved with PyTorch 2.15 on a loaded machine, causal [6, T, 64]:
+// T = 4096 forward 126 ms, backward 247 ms (PyTorch's flash kernel 124 / 348); T = 1024 8.2 /
+// 17.4 ms (11.1 / 27.9). At T = 4096 that is ~0.7 (forward) and ~0.87 (backward) of peak.
 #include "attention_flash.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,6 +52,7 @@ constexpr int64_t kFk = 256;  // forward: keys per block (the score block, 64 KB
 constexpr int64_t kBq = 64;   // backward: query rows per block
 constexpr int64_t kBk = 64;   // backward: keys per block
 constexpr int64_t kPanel = 64;  // columns per micro-kernel panel, and per packed K^T / V^T panel
+constexpr int64_t kKc = 64;     // the inner dim per pass over a panel's row tiles
 constexpr int64_t kMR = 6;      // rows per micro-tile: 6 x 4 accumulators + 4 B vectors + 1 broadcast
 
 const float kNegInf = -std::numeric_limits<float>::infinity();
@@ -106,40 +112,84 @@ struct PanelsB {
 };
 
 // c [M, N] (row stride ldc) = (acc ? c : 0) + a [M, K] b [K, N], a element (i, k) at
-// a[i sai + k sak] (row-major: sai = lda, sak = 1; transposed: sai = 1, sak = lda).
+// a[i sai + k sak] (row-major: sai = lda, sak = 1; transposed: sai = 1, sak = lda). K is cut
+// in kKc steps, so that the rows of b a panel's row tiles share stay in L1 (16 KB).
 REEL_V4 void gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t sai, int64_t sak, PanelsB b, float* c,
                   int64_t ldc, bool acc) {
   for (int64_t j = 0, p = 0; j < N; j += kPanel, ++p) {
     const int64_t w = std::min(kPanel, N - j);
     const int nv = int((w + 15) / 16);
     const __mmask16 tail = __mmask16((1u << (w - 16 * (nv - 1))) - 1u);
-    const float* bp = b.data + p * b.panel;
     float* cp = c + j;
-    int64_t i = 0;
-    for (; i + kMR <= M; i += kMR) tile_nv<kMR>(nv, K, a + i * sai, sai, sak, bp, b.ld, cp + i * ldc, ldc, tail, acc);
-    const float* ai = a + i * sai;
-    float* ci = cp + i * ldc;
-    switch (M - i) {
-      case 1: tile_nv<1>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      case 2: tile_nv<2>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      case 3: tile_nv<3>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      case 4: tile_nv<4>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      case 5: tile_nv<5>(nv, K, ai, sai, sak, bp, b.ld, ci, ldc, tail, acc); break;
-      default: break;
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kKc) {
+      const int64_t kc = std::min(kKc, K - k0);
+      const bool add = acc || k0 > 0;
+      const float* bp = b.data + p * b.panel + k0 * b.ld;
+      const float* ak = a + k0 * sak;
+      int64_t i = 0;
+      for (; i + kMR <= M; i += kMR) tile_nv<kMR>(nv, kc, ak + i * sai, sai, sak, bp, b.ld, cp + i * ldc, ldc, tail, add);
+      const float* ai = ak + i * sai;
+      float* ci = cp + i * ldc;
+      switch (M - i) {
+        case 1: tile_nv<1>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        case 2: tile_nv<2>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        case 3: tile_nv<3>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        case 4: tile_nv<4>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        case 5: tile_nv<5>(nv, kc, ai, sai, sak, bp, b.ld, ci, ldc, tail, add); break;
+        default: break;
+      }
     }
   }
 }
 
-// x [S, n] (row-major) into panels [ceil(S / kPanel)][n][kPanel]: xt[p][e][t] = x[p kPanel + t][e],
-// zero past row S.
-void pack_transposed(const float* x, int64_t S, int64_t n, float* xt) {
+// a r[16] x 16 tile transposed in registers (unpack 32-bit, shuffle 64-bit, then 128-bit lanes
+// twice): out[e] = column e of the rows
+REEL_V4_INLINE void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int k = 0; k < 2; ++k)
+    for (int c = 0; c < 4; ++c) {
+      t[8 * k + c] = _mm512_shuffle_f32x4(u[8 * k + c], u[8 * k + 4 + c], 0x88);
+      t[8 * k + 4 + c] = _mm512_shuffle_f32x4(u[8 * k + c], u[8 * k + 4 + c], 0xDD);
+    }
+  for (int c = 0; c < 8; ++c) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+  }
+}
+
+// a x [S, n] (row-major) into panels [ceil(S / kPanel)][n][kPanel]: xt[p][e][t] = a x[p kPanel + t][e],
+// zero past row S. 16 x 16 tiles through registers (a scalar scatter of the stores cost 7% of
+// a GPT-sized attention call), the edges element by element.
+REEL_V4 void pack_transposed(const float* x, int64_t S, int64_t n, float* xt, float a = 1) {
+  const __m512 av = _mm512_set1_ps(a);
   for (int64_t p = 0; p * kPanel < S; ++p) {
     float* dst = xt + p * n * kPanel;
     const int64_t rows = std::min(kPanel, S - p * kPanel);
-    for (int64_t t = 0; t < rows; ++t) {
-      const float* src = x + (p * kPanel + t) * n;
-      for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = src[e];
+    const float* src = x + p * kPanel * n;
+    int64_t t0 = 0;
+    for (; t0 + 16 <= rows; t0 += 16) {
+      int64_t e0 = 0;
+      for (; e0 + 16 <= n; e0 += 16) {
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) r[i] = _mm512_mul_ps(av, _mm512_loadu_ps(src + (t0 + i) * n + e0));
+        transpose16(r);
+        for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + (e0 + i) * kPanel + t0, r[i]);
+      }
+      for (int64_t t = t0; t < t0 + 16; ++t)
+        for (int64_t e = e0; e < n; ++e) dst[e * kPanel + t] = a * src[t * n + e];
     }
+    for (int64_t t = t0; t < rows; ++t)
+      for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = a * src[t * n + e];
     for (int64_t t = rows; t < kPanel; ++t)
       for (int64_t e = 0; e < n; ++e) dst[e * kPanel + t] = 0;
   }
@@ -176,15 +226,11 @@ Plane plane_of(int64_t bh, const Tensor& q, const Tensor& k, const Tensor& v, co
 
 REEL_V4_INLINE __mmask16 first(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
 
-// Row i's raw products s[0, n) with keys j0 + t: s = scale s + mask (-inf where masked).
-// Returns the live count: keys from it on are after the query (causal) and not touched.
+// Row i's scaled products s[0, n) with keys j0 + t (the scale is in the packed keys): the
+// mask added (-inf where masked). Returns the live count: keys from it on are after the
+// query (causal) and not touched.
 REEL_V4 int64_t score_row(const Plane& pl, int64_t i, int64_t j0, int64_t n, float* s) {
   const int64_t live = pl.p->causal ? std::clamp<int64_t>(i + 1 - j0, 0, n) : n;
-  const __m512 scale = _mm512_set1_ps(float(pl.p->scale));
-  for (int64_t t = 0; t < live; t += 16) {
-    const __mmask16 m = first(live - t);
-    _mm512_mask_storeu_ps(s + t, m, _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(m, s + t)));
-  }
   if (pl.mask) {
     const int64_t base = i * pl.mask_si + j0 * pl.mask_sj;
     if (pl.mask_bool) {
@@ -252,9 +298,9 @@ REEL_V4 void forward_block(const Plane& pl, int64_t i0, int64_t i1, float* out, 
   float m[kFq], l[kFq];
   std::fill(m, m + rows, kNegInf);
   std::fill(l, l + rows, 0.0f);
-  float* o = out + i0 * Ev;
-  std::fill(o, o + rows * Ev, 0.0f);
+  float* o = out + i0 * Ev;  // written by the first block's product, accumulated after
   const int64_t key_end = pl.p->causal ? std::min(pl.S, i1) : pl.S;
+  if (key_end == 0) std::fill(o, o + rows * Ev, 0.0f);
   for (int64_t j0 = 0; j0 < key_end; j0 += kFk) {
     const int64_t n = std::min(kFk, key_end - j0);
     gemm(rows, n, E, pl.q + i0 * E, E, 1, {pl.kt + j0 / kPanel * E * kPanel, kPanel, E * kPanel}, s, kFk, false);
@@ -269,7 +315,7 @@ REEL_V4 void forward_block(const Plane& pl, int64_t i0, int64_t i1, float* out, 
       if (mt > m[r]) {
         const float alpha = std::exp(m[r] - mt);  // 0 on the first live block
         l[r] *= alpha;
-        scale_row(o + r * Ev, Ev, alpha);
+        if (j0 > 0) scale_row(o + r * Ev, Ev, alpha);
         m[r] = mt;
       }
       l[r] += exp_row(sr, live, n, m[r]);
@@ -278,7 +324,7 @@ REEL_V4 void forward_block(const Plane& pl, int64_t i0, int64_t i1, float* out, 
         for (int64_t t = 0; t < live; ++t) sr[t] *= z[t];
       }
     }
-    gemm(rows, Ev, n, s, kFk, 1, {pl.v + j0 * Ev, Ev, kPanel}, o, Ev, true);
+    gemm(rows, Ev, n, s, kFk, 1, {pl.v + j0 * Ev, Ev, kPanel}, o, Ev, j0 > 0);
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (l[r] == 0.0f) {  // every key masked: o = 0 (never accumulated), lse = -inf
@@ -298,41 +344,46 @@ REEL_V4 void backward_plane(const Plane& pl, const float* go, const float* o, co
   const int64_t L = pl.L, S = pl.S, E = pl.E, Ev = pl.Ev;
   const bool drop = pl.p->dropout_p > 0;
   const float scale = float(pl.p->scale);
-  std::fill(gq, gq + L * E, 0.0f);
-  std::fill(gk, gk + S * E, 0.0f);
-  std::fill(gv, gv + S * Ev, 0.0f);
-  std::vector<float> D(static_cast<size_t>(L)), P(kBq * kBk), dP(kBq * kBk), PZ(drop ? kBq * kBk : 0), z(kBk);
+  // dq, dk, dv are written by their first product, not zeroed first (dq's is at key block 0,
+  // which every query block sees); only what no product reaches is zeroed
+  if (S == 0) std::fill(gq, gq + L * E, 0.0f);
+  std::unique_ptr<float[]> scratch(new float[size_t(L + 3 * kBq * kBk + kBk)]);
+  float *D = scratch.get(), *P = D + L, *dP = P + kBq * kBk, *PZ = dP + kBq * kBk, *z = PZ + kBq * kBk;
   for (int64_t i = 0; i < L; ++i) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t e = 0; e < Ev; e += 16) {
       const __mmask16 m = first(Ev - e);
       acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, go + i * Ev + e), _mm512_maskz_loadu_ps(m, o + i * Ev + e), acc);
     }
-    D[size_t(i)] = _mm512_reduce_add_ps(acc);
+    D[i] = _mm512_reduce_add_ps(acc);
   }
   for (int64_t j0 = 0; j0 < S; j0 += kBk) {
     const int64_t n = std::min(kBk, S - j0);
     const int64_t first_row = pl.p->causal ? j0 / kBq * kBq : 0;  // rows before j0 see none of these keys
     const PanelsB kt{pl.kt + j0 / kPanel * E * kPanel, kPanel, E * kPanel};
     const PanelsB vt{pl.vt + j0 / kPanel * Ev * kPanel, kPanel, Ev * kPanel};
+    if (first_row >= L) {  // keys after every query (causal, S > L): no gradient
+      std::fill(gk + j0 * E, gk + (j0 + n) * E, 0.0f);
+      std::fill(gv + j0 * Ev, gv + (j0 + n) * Ev, 0.0f);
+    }
     for (int64_t i0 = first_row; i0 < L; i0 += kBq) {
       const int64_t rows = std::min(kBq, L - i0);
-      gemm(rows, n, E, pl.q + i0 * E, E, 1, kt, P.data(), kBk, false);         // S = Q_i K_j^T
-      gemm(rows, n, Ev, go + i0 * Ev, Ev, 1, vt, dP.data(), kBk, false);       // dP = dO_i V_j^T
+      gemm(rows, n, E, pl.q + i0 * E, E, 1, kt, P, kBk, false);         // S = Q_i K_j^T
+      gemm(rows, n, Ev, go + i0 * Ev, Ev, 1, vt, dP, kBk, false);       // dP = dO_i V_j^T
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
-        float* pr = P.data() + r * kBk;
-        float* dr = dP.data() + r * kBk;
+        float* pr = P + r * kBk;
+        float* dr = dP + r * kBk;
         int64_t live = score_row(pl, i, j0, n, pr);
-        if (lse[i] == kNegInf) live = 0;  // a fully masked row: no gradient
+        if (Ev == 0 || lse[i] == kNegInf) live = 0;  // no output (lse never written), or every key masked
         exp_row(pr, live, n, lse[i]);
-        const __m512 Di = _mm512_set1_ps(D[size_t(i)]), sc = _mm512_set1_ps(scale);
+        const __m512 Di = _mm512_set1_ps(D[i]), sc = _mm512_set1_ps(scale);
         if (drop) {
-          dropout_factors(pl, i, j0, n, z.data());
-          float* pz = PZ.data() + r * kBk;
+          dropout_factors(pl, i, j0, n, z);
+          float* pz = PZ + r * kBk;
           for (int64_t t = 0; t < n; t += 16) {
             const __mmask16 m = first(n - t);
-            const __m512 p = _mm512_maskz_loadu_ps(m, pr + t), zt = _mm512_maskz_loadu_ps(m, z.data() + t);
+            const __m512 p = _mm512_maskz_loadu_ps(m, pr + t), zt = _mm512_maskz_loadu_ps(m, z + t);
             const __m512 dp = _mm512_maskz_loadu_ps(m, dr + t);
             _mm512_mask_storeu_ps(pz + t, m, _mm512_mul_ps(p, zt));
             _mm512_mask_storeu_ps(dr + t, m, _mm512_mul_ps(_mm512_mul_ps(sc, p), _mm512_fmsub_ps(zt, dp, Di)));
@@ -345,10 +396,11 @@ REEL_V4 void backward_plane(const Plane& pl, const float* go, const float* o, co
           }
         }
       }
-      const float* pz = drop ? PZ.data() : P.data();
-      gemm(n, Ev, rows, pz, 1, kBk, {go + i0 * Ev, Ev, kPanel}, gv + j0 * Ev, Ev, true);         // dV_j += (z P)^T dO_i
-      gemm(n, E, rows, dP.data(), 1, kBk, {pl.q + i0 * E, E, kPanel}, gk + j0 * E, E, true);     // dK_j += dS^T Q_i
-      gemm(rows, E, n, dP.data(), kBk, 1, {pl.k + j0 * E, E, kPanel}, gq + i0 * E, E, true);     // dQ_i += dS K_j
+      const float* pz = drop ? PZ : P;
+      const bool first_q = i0 == first_row;
+      gemm(n, Ev, rows, pz, 1, kBk, {go + i0 * Ev, Ev, kPanel}, gv + j0 * Ev, Ev, !first_q);  // dV_j += (z P)^T dO_i
+      gemm(n, E, rows, dP, 1, kBk, {pl.q + i0 * E, E, kPanel}, gk + j0 * E, E, !first_q);     // dK_j += dS^T Q_i
+      gemm(rows, E, n, dP, kBk, 1, {pl.k + j0 * E, E, kPanel}, gq + i0 * E, E, j0 > 0);      // dQ_i += dS K_j
     }
   }
 }
@@ -359,10 +411,13 @@ void attention_flash_forward(const Tensor& out, const Tensor& lse, const Tensor&
                              const Tensor& mask, const Tensor& mask_offsets, const AttentionParams& p) {
   const int64_t BH = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2), Ev = v.size(2);
   const int64_t blocks = (L + kFq - 1) / kFq, per_plane = packed_size(S, E);
-  std::unique_ptr<float[]> kt(new float[size_t(BH * per_plane)]);
+  // scratch from the caching allocator: a fresh mmap of a few MB per call spent 5% of a GPT
+  // step zeroing pages
+  Tensor packed = empty({BH, per_plane});
+  float* kt = packed.data<float>();
   const float* pk = k.data<float>();
 #pragma omp parallel for schedule(static) if (BH > 1)
-  for (int64_t bh = 0; bh < BH; ++bh) pack_transposed(pk + bh * S * E, S, E, kt.get() + bh * per_plane);
+  for (int64_t bh = 0; bh < BH; ++bh) pack_transposed(pk + bh * S * E, S, E, kt + bh * per_plane, float(p.scale));
   float* po = out.data<float>();
   float* pl = lse.data<float>();
 #pragma omp parallel if (BH * blocks > 1)
@@ -373,7 +428,7 @@ void attention_flash_forward(const Tensor& out, const Tensor& lse, const Tensor&
     for (int64_t task = 0; task < BH * blocks; ++task) {
       const int64_t bh = task % BH, b = blocks - 1 - task / BH;
       Plane pn = plane_of(bh, q, k, v, mask, mask_offsets, p);
-      pn.kt = kt.get() + bh * per_plane;
+      pn.kt = kt + bh * per_plane;
       forward_block(pn, b * kFq, std::min(L, (b + 1) * kFq), po + bh * L * Ev, pl + bh * L, s.get(), z.get());
     }
   }
@@ -383,16 +438,19 @@ void attention_flash_backward(const Tensor& gq, const Tensor& gk, const Tensor& 
                               const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                               const Tensor& mask, const Tensor& mask_offsets, const AttentionParams& p) {
   const int64_t BH = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2), Ev = v.size(2);
-#pragma omp parallel if (BH > 1)
+  const int64_t nk = packed_size(S, E), nv = packed_size(S, Ev), threads = std::min<int64_t>(BH, omp_get_max_threads());
+  Tensor packed = empty({threads, nk + nv});  // each thread's K^T and V^T
+#pragma omp parallel num_threads(int(threads)) if (threads > 1)
   {
-    std::unique_ptr<float[]> kt(new float[size_t(packed_size(S, E))]), vt(new float[size_t(packed_size(S, Ev))]);
+    float* kt = packed.data<float>() + omp_get_thread_num() * (nk + nv);
+    float* vt = kt + nk;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; ++bh) {
       Plane pn = plane_of(bh, q, k, v, mask, mask_offsets, p);
-      pack_transposed(pn.k, S, E, kt.get());
-      pack_transposed(pn.v, S, Ev, vt.get());
-      pn.kt = kt.get();
-      pn.vt = vt.get();
+      pack_transposed(pn.k, S, E, kt, float(p.scale));
+      pack_transposed(pn.v, S, Ev, vt);
+      pn.kt = kt;
+      pn.vt = vt;
       backward_plane(pn, go.data<float>() + bh * L * Ev, out.data<float>() + bh * L * Ev, lse.data<float>() + bh * L,
                      gq.data<float>() + bh * L * E, gk.data<float>() + bh * S * E, gv.data<float>() + bh * S * Ev);
     }

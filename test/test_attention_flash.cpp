@@ -88,3 +88,10 @@ TEST_CASE("f32 flash attention takes masks, fully masked rows and dropout", "[at
   check({.B = 2, .L = 200, .S = 290, .E = 64, .Ev = 32, .opt = {.dropout_p = 0.25, .is_causal = true}});
   check({.B = 3, .L = 65, .S = 65, .E = 8, .Ev = 8, .opt = {.dropout_p = 0.5}});
 }
+
+TEST_CASE("f32 flash attention on empty dims", "[attention][flash]") {
+  manual_seed(23);
+  check({.B = 2, .L = 3, .S = 0, .E = 4, .Ev = 5, .opt = {}});  // no keys: zeros
+  check({.B = 2, .L = 3, .S = 5, .E = 0, .Ev = 5, .opt = {}});  // no features: uniform weights
+  check({.B = 2, .L = 0, .S = 5, .E = 4, .Ev = 5, .opt = {.is_causal = true}});
+}
