@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "../autograd/grad_mode.h"
 #include "../autograd/ops.h"
@@ -104,8 +105,18 @@ void Optimizer::set_lr(double lr) {
   for (Group& g : groups_) g.hyper.lr = lr;
 }
 
-ParamState& Optimizer::state(size_t group, size_t index) { return state_.at(group).at(index); }
-const ParamState& Optimizer::state(size_t group, size_t index) const { return state_.at(group).at(index); }
+const ParamState& Optimizer::state(size_t group, size_t index) const {
+  if (group >= state_.size() || index >= state_[group].size())
+    throw Error(fmt::format("{}: state({}, {}): the optimizer has {} parameter groups{}", name_, group, index,
+                            state_.size(),
+                            group < state_.size() ? fmt::format(", group {} has {} parameters", group,
+                                                                state_[group].size())
+                                                  : ""));
+  return state_[group][index];
+}
+ParamState& Optimizer::state(size_t group, size_t index) {
+  return const_cast<ParamState&>(std::as_const(*this).state(group, index));
+}
 
 std::optional<Dims> Optimizer::state_shape(const std::string&, const Tensor& param) const { return param.shape(); }
 

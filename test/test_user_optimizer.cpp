@@ -107,6 +107,7 @@ TEST_CASE("a user's Lion follows the reference formulas, on every device", "[opt
     CHECK(opt.state(0, 0).step == kUoSteps);
     REQUIRE(opt.state(0, 0).find("exp_avg"));
     CHECK(opt.state(0, 0).find("exp_avg")->device() == dev);
+    CHECK_THROWS_WITH(opt.state(0, 2), Catch::Contains("Lion") && Catch::Contains("group 0 has 2 parameters"));
   }
 }
 
