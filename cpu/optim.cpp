@@ -15,6 +15,7 @@
 #include "cpu_backend.h"
 #include "stream_store.h"
 #include "loops.h"
+#include "../tensor/optim_step.h"
 #include "../tensor/parallel.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -330,10 +331,7 @@ void step_pass(const OptimStep& step, const std::vector<Tensor>& params, const s
                const std::vector<Tensor>& state3, const std::vector<Tensor>* rounded) {
   // Everything is checked here, outside the parallel region (an exception must not cross it).
   size_t n = params.size();
-  bool need1 = step.kind != OptimStep::sgd || step.momentum != 0;
-  bool need2 = step.kind == OptimStep::adam || step.kind == OptimStep::adamw || step.kind == OptimStep::adamax ||
-               (step.kind == OptimStep::rmsprop && step.centered);
-  bool need3 = step.kind == OptimStep::rmsprop && step.momentum > 0;
+  bool need1 = optim_uses_state(step, 0), need2 = optim_uses_state(step, 1), need3 = optim_uses_state(step, 2);
   auto check_list = [&](const std::vector<Tensor>& v, bool needed, const char* what) {
     if (needed ? v.size() != n : !v.empty() && v.size() != n)
       throw Error(fmt::format("optim_step: {} has {} tensors for {} parameters", what, v.size(), n));

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <exception>
 
+#include "../tensor/optim_step.h"
 #include "internal/allocator.h"
 #include "internal/graph.h"
 #include "cuda.h"
@@ -58,16 +59,16 @@ void forbid_in_capture(Context& ctx, const char* op, const char* what) {
 }
 
 namespace {
-// optim/ hands the backend 1 - beta^t, not t: recover t (checked exactly against the same
-// expression), so that every replay can step it. 0: the kind uses no step count; -1: both
+// optim/ hands the backend 1 - beta^t, not t: recover t (checked exactly against optim_at_step,
+// the expression optim/ used), so that every replay can step it. 0: the kind uses no step count; -1: both
 // corrections have reached 1 in double and stay there.
 int64_t step_count_of(const OptimStep& s) {
   bool uses1 = s.kind == OptimStep::adam || s.kind == OptimStep::adamw || s.kind == OptimStep::adamax;
   bool uses2 = s.kind == OptimStep::adam || s.kind == OptimStep::adamw;
   if (!uses1) return 0;
   auto matches = [&](int64_t t) {
-    return 1 - std::pow(s.beta1, double(t)) == s.bias_correction1 &&
-           (!uses2 || 1 - std::pow(s.beta2, double(t)) == s.bias_correction2);
+    OptimStep at = optim_at_step(s, t);
+    return at.bias_correction1 == s.bias_correction1 && (!uses2 || at.bias_correction2 == s.bias_correction2);
   };
   double est = -1;
   if (uses2 && s.beta2 > 0 && s.beta2 < 1 && s.bias_correction2 < 1)

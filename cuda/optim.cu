@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../tensor/optim_step.h"
 #include "elementwise.cuh"
 #include "internal/graph.h"
 #include "internal/launch_geometry.h"
@@ -249,13 +250,8 @@ void step_all(Context& ctx, const OptimStep& step, DType dt, const std::vector<T
 }  // namespace
 
 void write_captured_optim(Context& ctx, const CapturedOptim& o, int64_t t, std::optional<double> lr) {
-  OptimStep s = o.step;
+  OptimStep s = t > 0 ? optim_at_step(o.step, t) : o.step;  // an eager step's expression: a replay rounds alike
   if (lr) s.lr = *lr;
-  if (t > 0) {  // optim/'s expressions (optim/optimizer.cpp), so a replay rounds as an eager step
-    s.bias_correction1 = 1 - std::pow(s.beta1, double(t));
-    s.bias_correction2 = 1 - std::pow(s.beta2, double(t));
-    if (s.kind == OptimStep::adagrad) s.bias_correction1 = 1 + double(t - 1) * s.lr_decay;
-  }
   if (o.dtype == DType::f64)
     store_hyper<double><<<1, 1, 0, ctx.stream>>>(static_cast<Hyper<double>*>(o.slot), hyper<double>(s));
   else
@@ -268,10 +264,7 @@ void CudaBackend::optim_step(const OptimStep& step, const std::vector<Tensor>& p
                              const std::vector<Tensor>& state3) {
   // The CPU's checks (cpu/optim.cpp), and every tensor on this device.
   size_t n = params.size();
-  bool need1 = step.kind != OptimStep::sgd || step.momentum != 0;
-  bool need2 = step.kind == OptimStep::adam || step.kind == OptimStep::adamw || step.kind == OptimStep::adamax ||
-               (step.kind == OptimStep::rmsprop && step.centered);
-  bool need3 = step.kind == OptimStep::rmsprop && step.momentum > 0;
+  bool need1 = optim_uses_state(step, 0), need2 = optim_uses_state(step, 1), need3 = optim_uses_state(step, 2);
   auto check_list = [&](const std::vector<Tensor>& v, bool needed, const char* what) {
     if (needed ? v.size() != n : !v.empty() && v.size() != n)
       throw Error(std::string("optim_step: ") + what + " has " + std::to_string(v.size()) + " tensors for " +

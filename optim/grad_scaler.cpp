@@ -10,6 +10,7 @@
 
 #include "../autograd/grad_mode.h"
 #include "../autograd/ops.h"
+#include "../tensor/backend.h"
 
 namespace reel::optim {
 

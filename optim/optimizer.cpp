@@ -1,5 +1,6 @@
-// Optimizer base: parameter groups, lazily created state, the fused step (one
-// Backend::optim_step per device and group), state save/load, gradient clipping.
+// Optimizer base: parameter groups and their hyper-parameters, per-parameter state, the
+// loop of a step written in tensor ops (for_each_parameter), state save/load, gradient
+// clipping. The built-in optimizers' fused steps are in optim/optimizers.cpp.
 #include "optimizer.h"
 
 #include <fmt/format.h>
@@ -7,8 +8,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 
-#include "../autograd/autocast.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/ops.h"
 #include "../formats/safetensors.h"
@@ -16,40 +17,63 @@
 namespace reel::optim {
 
 namespace {
-const char* state_name(OptimStep::Kind kind, int slot) {
-  switch (kind) {
-    case OptimStep::sgd: return slot == 0 ? "momentum_buffer" : nullptr;
-    case OptimStep::adam:
-    case OptimStep::adamw: return slot == 0 ? "exp_avg" : slot == 1 ? "exp_avg_sq" : nullptr;
-    case OptimStep::adamax: return slot == 0 ? "exp_avg" : slot == 1 ? "exp_inf" : nullptr;
-    case OptimStep::rmsprop: return slot == 0 ? "square_avg" : slot == 1 ? "grad_avg" : "momentum_buffer";
-    case OptimStep::adagrad: return slot == 0 ? "sum" : nullptr;
-  }
+// The common hyper-parameters a checkpoint records, by name.
+struct HyperField {
+  const char* name;
+  double Hyper::*value;
+};
+constexpr HyperField kHyper[] = {
+    {"lr", &Hyper::lr},     {"momentum", &Hyper::momentum}, {"dampening", &Hyper::dampening},
+    {"weight_decay", &Hyper::weight_decay}, {"beta1", &Hyper::beta1}, {"beta2", &Hyper::beta2},
+    {"eps", &Hyper::eps},   {"alpha", &Hyper::alpha}};
+struct FlagField {
+  const char* name;
+  bool Hyper::*value;
+};
+constexpr FlagField kFlags[] = {{"nesterov", &Hyper::nesterov}, {"maximize", &Hyper::maximize},
+                                {"centered", &Hyper::centered}};
+
+bool is_common(const std::string& n) {
+  for (const HyperField& f : kHyper)
+    if (n == f.name) return true;
+  for (const FlagField& f : kFlags)
+    if (n == f.name) return true;
+  return n == "initial_lr";
+}
+
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  std::vector<ParamGroup> g(1);
+  g[0].params = std::move(params);
+  return g;
+}
+}  // namespace
+
+double Hyper::get(const std::string& name) const {
+  auto it = extra.find(name);
+  if (it == extra.end()) throw Error(fmt::format("optimizer: the parameter group has no hyper-parameter \"{}\"", name));
+  return it->second;
+}
+
+Tensor* ParamState::find(std::string_view name) {
+  for (auto& [n, t] : buffers)
+    if (n == name) return &t;
   return nullptr;
 }
 
-// The hyper-parameters a checkpoint records, by name.
-struct HyperField {
-  const char* name;
-  double OptimStep::*value;
-};
-constexpr HyperField kHyper[] = {
-    {"lr", &OptimStep::lr},       {"momentum", &OptimStep::momentum}, {"dampening", &OptimStep::dampening},
-    {"weight_decay", &OptimStep::weight_decay}, {"beta1", &OptimStep::beta1}, {"beta2", &OptimStep::beta2},
-    {"eps", &OptimStep::eps},     {"alpha", &OptimStep::alpha}};
-struct FlagField {
-  const char* name;
-  bool OptimStep::*value;
-};
-constexpr FlagField kFlags[] = {
-    {"nesterov", &OptimStep::nesterov}, {"maximize", &OptimStep::maximize}, {"centered", &OptimStep::centered}};
-// Adagrad's own, recorded only by Adagrad (so other optimizers' checkpoints stay as they were).
-constexpr HyperField kAdagradHyper[] = {{"lr_decay", &OptimStep::lr_decay},
-                                        {"initial_accumulator_value", &OptimStep::initial_accumulator}};
-}  // namespace
+const Tensor* ParamState::find(std::string_view name) const {
+  for (const auto& [n, t] : buffers)
+    if (n == name) return &t;
+  return nullptr;
+}
 
-Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, const OptimStep& defaults)
+Optimizer::Optimizer(std::string name, std::vector<Tensor> params, const Hyper& defaults)
+    : Optimizer(std::move(name), one_group(std::move(params)), defaults) {}
+
+Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, const Hyper& defaults)
     : name_(std::move(name)) {
+  for (const auto& [n, v] : defaults.extra)
+    if (is_common(n) || n.empty() || n.find('.') != std::string::npos || n == "step")
+      throw Error(fmt::format("{}: the hyper-parameter name \"{}\" is taken or not a name (no dots)", name_, n));
   std::set<const TensorImpl*> seen;
   size_t total = 0;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -81,40 +105,22 @@ void Optimizer::set_lr(double lr) {
   for (Group& g : groups_) g.hyper.lr = lr;
 }
 
-// Whether state slot 0, 1 or 2 is used by a step with these hyper-parameters
-// (the contract of Backend::optim_step).
-bool Optimizer::needs(const OptimStep& h, int slot) {
-  switch (h.kind) {
-    case OptimStep::sgd: return slot == 0 && h.momentum != 0;
-    case OptimStep::adam:
-    case OptimStep::adamw:
-    case OptimStep::adamax: return slot < 2;
-    case OptimStep::rmsprop: return slot == 0 || (slot == 1 && h.centered) || (slot == 2 && h.momentum > 0);
-    case OptimStep::adagrad: return slot == 0;
-  }
-  return false;
+const ParamState& Optimizer::state(size_t group, size_t index) const {
+  if (group >= state_.size() || index >= state_[group].size())
+    throw Error(fmt::format("{}: state({}, {}): the optimizer has {} parameter groups{}", name_, group, index,
+                            state_.size(),
+                            group < state_.size() ? fmt::format(", group {} has {} parameters", group,
+                                                                state_[group].size())
+                                                  : ""));
+  return state_[group][index];
+}
+ParamState& Optimizer::state(size_t group, size_t index) {
+  return const_cast<ParamState&>(std::as_const(*this).state(group, index));
 }
 
-void Optimizer::make_state(const Group& g, const Tensor& p, ParamState& st) const {
-  Tensor* slots[3] = {&st.s1, &st.s2, &st.s3};
-  for (int k = 0; k < 3; ++k) {
-    Tensor& s = *slots[k];
-    if (needs(g.hyper, k) && !s.defined())
-      s = g.hyper.kind == OptimStep::adagrad ? full_like(p, g.hyper.initial_accumulator) : zeros_like(p);
-    else if (s.defined() && !(s.device() == p.device())) s = s.to(p.device());  // the module moved
-  }
-}
+std::optional<Dims> Optimizer::state_shape(const std::string&, const Tensor& param) const { return param.shape(); }
 
-void Optimizer::step(Site site) {
-  SiteScope scope(site);
-  NoGradGuard guard;
-  struct Bucket {
-    Device device;
-    int64_t step;
-    bool fresh;  // SGD: momentum buffers created now (PyTorch's "buffer is None")
-    std::vector<Tensor> p, g, s1, s2, s3;
-  };
-  // Checked before anything changes: a bad gradient leaves every parameter and state as it was.
+void Optimizer::check_gradients(Site site) const {
   for (size_t gi = 0; gi < groups_.size(); ++gi)
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
       const Tensor& p = groups_[gi].params[i];
@@ -130,51 +136,23 @@ void Optimizer::step(Site site) {
                                         dtype_name(p.dtype())), site);
       if (!p.is_contiguous()) fail(name_.c_str(), where() + " is not contiguous", site);
     }
+}
+
+void Optimizer::for_each_parameter(Site site, const Update& update) {
+  SiteScope scope(site);
+  NoGradGuard guard;
+  check_gradients(site);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     Group& grp = groups_[gi];
-    const OptimStep& h = grp.hyper;
-    std::vector<Bucket> buckets;
-    buckets.reserve(2);
     for (size_t i = 0; i < grp.params.size(); ++i) {
-      const Tensor& p = grp.params[i];
+      Tensor& p = grp.params[i];
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      if (!g.is_contiguous()) g = g.contiguous();
       ParamState& st = state_[gi][i];
-      bool fresh = h.kind == OptimStep::sgd && h.momentum != 0 && !st.s1.defined();
-      make_state(grp, p, st);
+      for (auto& [n, t] : st.buffers)
+        if (!(t.device() == p.device())) t = t.to(p.device());  // the module moved
       ++st.step;
-      Bucket* b = nullptr;
-      for (Bucket& x : buckets)
-        if (x.device == p.device() && x.step == st.step && x.fresh == fresh) b = &x;
-      if (!b) {
-        b = &buckets.emplace_back(Bucket{p.device(), st.step, fresh, {}, {}, {}, {}, {}});
-        for (std::vector<Tensor>* v : {&b->p, &b->g, &b->s1, &b->s2, &b->s3}) v->reserve(grp.params.size());
-      }
-      b->p.push_back(p);
-      b->g.push_back(g);
-      if (needs(h, 0)) b->s1.push_back(st.s1);
-      if (needs(h, 1)) b->s2.push_back(st.s2);
-      if (needs(h, 2)) b->s3.push_back(st.s3);
-    }
-    for (Bucket& b : buckets) {
-      OptimStep s = h;
-      s.first_step = b.fresh;
-      s.bias_correction1 = 1 - std::pow(h.beta1, double(b.step));
-      s.bias_correction2 = 1 - std::pow(h.beta2, double(b.step));
-      if (h.kind == OptimStep::adagrad) s.bias_correction1 = 1 + double(b.step - 1) * h.lr_decay;
-      // autocast's copies of the parameters a forward read, rounded in the same pass
-      std::vector<Tensor> rounded;
-      bool any_rounded = false;
-      for (const Tensor& p : b.p) any_rounded |= rounded.emplace_back(autocast_copy_target(p)).defined();
-      bool wrote = any_rounded && backend_for(b.device).optim_step_rounded(s, b.p, b.g, b.s1, b.s2, b.s3, rounded);
-      if (!wrote) backend_for(b.device).optim_step(s, b.p, b.g, b.s1, b.s2, b.s3);
-      for (Tensor& p : b.p) p.storage()->bump_version();
-      for (size_t k = 0; k < rounded.size(); ++k)
-        if (rounded[k].defined()) {
-          if (wrote) autocast_copy_written(b.p[k], rounded[k]);
-          else autocast_copy_drop(b.p[k]);
-        }
+      update(p, g, st, grp.hyper);
     }
   }
   ++steps_;
@@ -195,23 +173,19 @@ void Optimizer::zero_grad(bool set_to_none) {
 NamedTensors Optimizer::state_dict() const {
   NamedTensors out;
   auto scalar = [](double v) { return scalar_tensor(v, {.dtype = DType::f64}); };
-  out.emplace_back("kind", scalar_tensor(double(groups_.front().hyper.kind), {.dtype = DType::i64}));
   out.emplace_back("steps", scalar_tensor(double(steps_), {.dtype = DType::i64}));
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group& g = groups_[gi];
     for (const HyperField& f : kHyper) out.emplace_back(fmt::format("{}.{}", gi, f.name), scalar(g.hyper.*f.value));
     for (const FlagField& f : kFlags) out.emplace_back(fmt::format("{}.{}", gi, f.name), scalar(g.hyper.*f.value));
-    if (g.hyper.kind == OptimStep::adagrad)
-      for (const HyperField& f : kAdagradHyper)
-        out.emplace_back(fmt::format("{}.{}", gi, f.name), scalar(g.hyper.*f.value));
+    for (const auto& [n, v] : g.hyper.extra) out.emplace_back(fmt::format("{}.{}", gi, n), scalar(v));
     if (g.initial_lr) out.emplace_back(fmt::format("{}.initial_lr", gi), scalar(*g.initial_lr));
     for (size_t i = 0; i < g.params.size(); ++i) {
       const ParamState& st = state_[gi][i];
       if (st.step == 0) continue;
       out.emplace_back(fmt::format("{}.{}.step", gi, i), scalar_tensor(double(st.step), {.dtype = DType::i64}));
-      const Tensor* slots[3] = {&st.s1, &st.s2, &st.s3};
-      for (int k = 0; k < 3; ++k)
-        if (slots[k]->defined()) out.emplace_back(fmt::format("{}.{}.{}", gi, i, state_name(g.hyper.kind, k)), *slots[k]);
+      for (const auto& [n, t] : st.buffers)
+        if (t.defined()) out.emplace_back(fmt::format("{}.{}.{}", gi, i, n), t);
     }
   }
   return out;
@@ -235,11 +209,7 @@ void Optimizer::load_state_dict(const NamedTensors& state, const std::string& so
     if (it->second->numel() != 1) bad(fmt::format("\"{}\" has shape {}, expected []", n, it->second->shape().str()));
     return it->second->item<double>();
   };
-  std::set<std::string> used = {"kind", "steps"};
-  OptimStep::Kind kind = groups_.front().hyper.kind;
-  if (int64_t(*scalar("kind", true)) != int64_t(kind))
-    bad(fmt::format("it holds the state of another kind of optimizer (kind {}, this is {} = {})",
-                    int64_t(*scalar("kind", true)), name_, int64_t(kind)));
+  std::set<std::string> used = {"steps"};
   if (given.count(fmt::format("{}.lr", groups_.size())))
     bad(fmt::format("it has more than the optimizer's {} parameter groups", groups_.size()));
 
@@ -258,12 +228,11 @@ void Optimizer::load_state_dict(const NamedTensors& state, const std::string& so
       g.hyper.*f.value = *scalar(n, true) != 0;
       used.insert(n);
     }
-    if (kind == OptimStep::adagrad)
-      for (const HyperField& f : kAdagradHyper) {
-        std::string n = fmt::format("{}.{}", gi, f.name);
-        g.hyper.*f.value = *scalar(n, true);
-        used.insert(n);
-      }
+    for (auto& [name, v] : g.hyper.extra) {
+      std::string n = fmt::format("{}.{}", gi, name);
+      v = *scalar(n, true);
+      used.insert(n);
+    }
     std::string il = fmt::format("{}.initial_lr", gi);
     g.initial_lr = scalar(il, false);
     used.insert(il);
@@ -276,22 +245,21 @@ void Optimizer::load_state_dict(const NamedTensors& state, const std::string& so
         st.step = int64_t(*s);
         used.insert(sn);
       }
-      Tensor* slots[3] = {&st.s1, &st.s2, &st.s3};
-      for (int k = 0; k < 3; ++k) {
-        const char* bn = state_name(kind, k);
-        if (!bn) continue;
-        std::string n = fmt::format("{}.{}.{}", gi, i, bn);
-        auto it = given.find(n);
-        if (it == given.end()) continue;
+      // this parameter's tensors: "<gi>.<i>.<name>", in the order given
+      std::string prefix = fmt::format("{}.{}.", gi, i);
+      for (const auto& [n, t] : state) {
+        if (n.compare(0, prefix.size(), prefix) != 0 || n == sn) continue;
+        std::string bn = n.substr(prefix.size());
+        if (bn.empty() || bn.find('.') != std::string::npos) continue;  // reported as unexpected below
         used.insert(n);
-        const Tensor& t = *it->second;
-        if (!(t.shape() == p.shape()))
+        std::optional<Dims> want = state_shape(bn, p);
+        if (want && !(t.shape() == *want))
           bad(fmt::format("\"{}\" has shape {}, but parameter {} of group {} has shape {}", n, t.shape().str(), i, gi,
                           p.shape().str()));
         if (!t.is_floating_point()) bad(fmt::format("\"{}\" is {}, expected floating point", n, dtype_name(t.dtype())));
-        *slots[k] = t;  // converted below, once everything is validated
+        st.buffers.emplace_back(bn, t);  // converted below, once everything is validated
       }
-      if (st.step == 0 && (st.s1.defined() || st.s2.defined() || st.s3.defined()))
+      if (st.step == 0 && !st.buffers.empty())
         bad(fmt::format("\"{}\" is missing for the state of parameter {} of group {}", sn, i, gi));
     }
   }
@@ -303,8 +271,7 @@ void Optimizer::load_state_dict(const NamedTensors& state, const std::string& so
   for (size_t gi = 0; gi < new_groups.size(); ++gi)
     for (size_t i = 0; i < new_groups[gi].params.size(); ++i) {
       const Tensor& p = new_groups[gi].params[i];
-      for (Tensor* s : {&new_state[gi][i].s1, &new_state[gi][i].s2, &new_state[gi][i].s3})
-        if (s->defined()) *s = s->detach().to(p.dtype()).to(p.device()).clone();
+      for (auto& [n, t] : new_state[gi][i].buffers) t = t.detach().to(p.dtype()).to(p.device()).clone();
     }
   groups_ = std::move(new_groups);
   state_ = std::move(new_state);

@@ -5,13 +5,46 @@
 //   optim::AdamW adamw(model.parameters(), {.lr = 1e-3, .weight_decay = 0.05});
 //   optim::Adam adam(model.parameters(), 1e-2);  // libtorch's positional lr
 // A bare {} picks the options (the lr template cannot be deduced from it).
+//
+// Each is written as a user's optimizer would be: its update in tensor ops (update(), the
+// reference anyone can read, and what set_fused(false) runs), and, as the fast path, the
+// backend's fused pass over all parameters of a device (Backend::optim_step, which every
+// backend provides: cpu/optim.cpp, cuda/optim.cu).
 #pragma once
 #include <type_traits>
 #include <utility>
 
+#include "../tensor/backend.h"
 #include "optimizer.h"
 
 namespace reel::optim {
+
+// The built-in optimizers' step: per device and group, the backend's fused pass (while
+// fused() is on, the default), else update() per parameter. Their state_dict also
+// records the kind ("kind", i64 []), which load_state_dict checks.
+class BuiltinOptimizer : public Optimizer {
+ public:
+  void step(Site site = {}) override;
+  NamedTensors state_dict() const override;
+  void load_state_dict(const NamedTensors& state, const std::string& source = "state dict") override;
+  // Off: every step runs update(), the tensor-ops reference, instead of the backend's
+  // fused pass (PyTorch's fused=False). On by default.
+  void set_fused(bool on) { fused_ = on; }
+  bool fused() const { return fused_; }
+
+ protected:
+  BuiltinOptimizer(std::string name, OptimStep::Kind kind, std::vector<ParamGroup> groups, const Hyper& defaults);
+  // One parameter's update in tensor ops, PyTorch's rule: `s` holds the group's
+  // hyper-parameters at this parameter's step (bias corrections folded in, first_step for
+  // SGD's new momentum buffer), `state` the kind's state tensors as Backend::optim_step
+  // takes them (undefined where unused).
+  virtual void update(Tensor& p, Tensor g, Tensor* const state[3], const OptimStep& s) const = 0;
+
+ private:
+  OptimStep step_of(const Hyper& h) const;
+  OptimStep::Kind kind_;
+  bool fused_ = true;
+};
 
 // g += wd p; b = t == 1 ? g : momentum b + (1 - dampening) g;
 // g = nesterov ? g + momentum b : b (when momentum != 0); p -= lr g
@@ -23,7 +56,7 @@ struct SGDOptions {
   bool nesterov = false;  // needs momentum > 0 and dampening 0
   bool maximize = false;
 };
-class SGD : public Optimizer {
+class SGD : public BuiltinOptimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions opt = {});
   SGD(std::vector<ParamGroup> groups, SGDOptions opt = {});
@@ -31,6 +64,9 @@ class SGD : public Optimizer {
   template <typename L>
     requires std::is_arithmetic_v<L>
   SGD(std::vector<Tensor> params, L lr) : SGD(std::move(params), SGDOptions{.lr = double(lr)}) {}
+
+ protected:
+  void update(Tensor& p, Tensor g, Tensor* const state[3], const OptimStep& s) const override;
 };
 
 // g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
@@ -42,7 +78,7 @@ struct AdamOptions {
   double weight_decay = 0;
   bool maximize = false;
 };
-class Adam : public Optimizer {
+class Adam : public BuiltinOptimizer {
  public:
   Adam(std::vector<Tensor> params, AdamOptions opt = {});
   Adam(std::vector<ParamGroup> groups, AdamOptions opt = {});
@@ -50,6 +86,9 @@ class Adam : public Optimizer {
   template <typename L>
     requires std::is_arithmetic_v<L>
   Adam(std::vector<Tensor> params, L lr) : Adam(std::move(params), AdamOptions{.lr = double(lr)}) {}
+
+ protected:
+  void update(Tensor& p, Tensor g, Tensor* const state[3], const OptimStep& s) const override;
 };
 
 // Adam with decoupled weight decay: p *= 1 - lr wd first, and g is not decayed.
@@ -60,7 +99,7 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
   bool maximize = false;
 };
-class AdamW : public Optimizer {
+class AdamW : public BuiltinOptimizer {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions opt = {});
   AdamW(std::vector<ParamGroup> groups, AdamWOptions opt = {});
@@ -68,6 +107,9 @@ class AdamW : public Optimizer {
   template <typename L>
     requires std::is_arithmetic_v<L>
   AdamW(std::vector<Tensor> params, L lr) : AdamW(std::move(params), AdamWOptions{.lr = double(lr)}) {}
+
+ protected:
+  void update(Tensor& p, Tensor g, Tensor* const state[3], const OptimStep& s) const override;
 };
 
 // g += wd p; m = b1 m + (1 - b1) g; u = max(b2 u, |g| + eps); p -= lr / (1 - b1^t) * m / u
@@ -78,7 +120,7 @@ struct AdamaxOptions {
   double weight_decay = 0;
   bool maximize = false;
 };
-class Adamax : public Optimizer {
+class Adamax : public BuiltinOptimizer {
  public:
   Adamax(std::vector<Tensor> params, AdamaxOptions opt = {});
   Adamax(std::vector<ParamGroup> groups, AdamaxOptions opt = {});
@@ -86,6 +128,9 @@ class Adamax : public Optimizer {
   template <typename L>
     requires std::is_arithmetic_v<L>
   Adamax(std::vector<Tensor> params, L lr) : Adamax(std::move(params), AdamaxOptions{.lr = double(lr)}) {}
+
+ protected:
+  void update(Tensor& p, Tensor g, Tensor* const state[3], const OptimStep& s) const override;
 };
 
 // g += wd p; v = alpha v + (1 - alpha) g^2; centered: a = alpha a + (1 - alpha) g,
@@ -100,7 +145,7 @@ struct RMSpropOptions {
   bool centered = false;
   bool maximize = false;
 };
-class RMSprop : public Optimizer {
+class RMSprop : public BuiltinOptimizer {
  public:
   RMSprop(std::vector<Tensor> params, RMSpropOptions opt = {});
   RMSprop(std::vector<ParamGroup> groups, RMSpropOptions opt = {});
@@ -108,6 +153,9 @@ class RMSprop : public Optimizer {
   template <typename L>
     requires std::is_arithmetic_v<L>
   RMSprop(std::vector<Tensor> params, L lr) : RMSprop(std::move(params), RMSpropOptions{.lr = double(lr)}) {}
+
+ protected:
+  void update(Tensor& p, Tensor g, Tensor* const state[3], const OptimStep& s) const override;
 };
 
 // g += wd p; sum += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(sum) + eps)
@@ -120,7 +168,7 @@ struct AdagradOptions {
   double eps = 1e-10;
   bool maximize = false;
 };
-class Adagrad : public Optimizer {
+class Adagrad : public BuiltinOptimizer {
  public:
   Adagrad(std::vector<Tensor> params, AdagradOptions opt = {});
   Adagrad(std::vector<ParamGroup> groups, AdagradOptions opt = {});
@@ -128,6 +176,9 @@ class Adagrad : public Optimizer {
   template <typename L>
     requires std::is_arithmetic_v<L>
   Adagrad(std::vector<Tensor> params, L lr) : Adagrad(std::move(params), AdagradOptions{.lr = double(lr)}) {}
+
+ protected:
+  void update(Tensor& p, Tensor g, Tensor* const state[3], const OptimStep& s) const override;
 };
 
 }  // namespace reel::optim

@@ -216,8 +216,7 @@ void OneCycleLR::apply(int64_t epoch) {
   if (!options.cycle_momentum) return;
   double m = momentum_at(epoch);
   for (Group& g : opt_->param_groups()) {
-    bool betas = g.hyper.kind == OptimStep::adam || g.hyper.kind == OptimStep::adamw || g.hyper.kind == OptimStep::adamax;
-    (betas ? g.hyper.beta1 : g.hyper.momentum) = m;
+    (g.hyper.betas ? g.hyper.beta1 : g.hyper.momentum) = m;
   }
 }
 

@@ -87,3 +87,20 @@ TEST_CASE("porting guide: libtorch's dataset pipeline, LSTM state tuples, the sm
   std::string e = reel::test::error_message([&] { guide::small_things_example(net, x[0]); });
   CHECK(e.rfind("small_things_example: expected a batch of rows, got [784]; `x.dim() == 2` is false (at ", 0) == 0);
 }
+
+TEST_CASE("porting guide: the custom optimizer as reel writes it", "[libtorch][guide][optim]") {
+  Tensor w = tensor({1.0, -2.0}).requires_grad_();
+  guide::SignSGD opt({w}, {.lr = 0.1});
+  w.set_grad(tensor({0.5, -0.25}));
+  opt.step();  // buf = 0.1 g; p -= 0.1 sign(buf)
+  CHECK(allclose(w, tensor({0.9, -1.9}), 1e-6, 0));
+  CHECK(allclose(*opt.state(0, 0).find("momentum_buffer"), tensor({0.05, -0.025}), 1e-6, 0));
+  Tensor w2 = w.detach().clone().requires_grad_();
+  guide::SignSGD again({w2}, {.lr = 0.5});
+  again.load_state_dict(opt.state_dict());
+  CHECK(again.lr() == 0.1);
+  CHECK(again.param_groups()[0].hyper.momentum == 0.9);
+  optim::StepLR sched(again, {.step_size = 1, .gamma = 0.5});
+  sched.step();
+  CHECK(again.lr() == 0.05);
+}

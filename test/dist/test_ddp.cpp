@@ -5,6 +5,8 @@
 
 #include <reel/reel.h>
 
+#include "../user_optimizers.h"  // Adafactor as a user writes it
+
 using namespace reel;
 
 namespace {
@@ -45,7 +47,13 @@ bool same_on_all_ranks(const nn::Module& m) {
   return true;
 }
 
-void train_equality(dist::DistributedDataParallelOptions options, int64_t expect_buckets) {
+// The optimizer both models step with: SGD with momentum, or a user's own (Adafactor).
+std::unique_ptr<optim::Optimizer> make_optimizer(bool user, std::vector<Tensor> params) {
+  if (user) return std::make_unique<my_optim::Adafactor>(std::move(params), my_optim::AdafactorOptions{.lr = 0.01});
+  return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+}
+
+void train_equality(dist::DistributedDataParallelOptions options, int64_t expect_buckets, bool user_optimizer = false) {
   const int n = pg().size(), r = pg().rank();
   const int64_t per_rank = 6, batch = per_rank * n, steps = 50;
   manual_seed(7);
@@ -58,18 +66,18 @@ void train_equality(dist::DistributedDataParallelOptions options, int64_t expect
   dist::DistributedDataParallel ddp(ddp_model, pg(), options);
   CHECK(ddp.bucket_count() == expect_buckets);
   CHECK(max_diff(ddp_model, reference) == 0);
-  optim::SGD opt(ddp_model.parameters(), {.lr = 0.05, .momentum = 0.9});
-  optim::SGD opt_ref(reference.parameters(), {.lr = 0.05, .momentum = 0.9});
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(user_optimizer, ddp_model.parameters());
+  std::unique_ptr<optim::Optimizer> opt_ref = make_optimizer(user_optimizer, reference.parameters());
   Generator data(11);  // the same batches on every rank
   for (int64_t step = 0; step < steps; ++step) {
     Tensor x = randn({batch, 8}, data);
     Tensor y = randint(0, 4, {batch}, data);
-    opt.zero_grad();
+    opt->zero_grad();
     cross_entropy(ddp(x.narrow(0, r * per_rank, per_rank)), y.narrow(0, r * per_rank, per_rank)).backward();
-    opt.step();
-    opt_ref.zero_grad();
+    opt->step();
+    opt_ref->zero_grad();
     cross_entropy(reference(x), y).backward();
-    opt_ref.step();
+    opt_ref->step();
   }
   CHECK(max_diff(ddp_model, reference) < 2e-5);
   CHECK(same_on_all_ranks(ddp_model));
@@ -86,7 +94,7 @@ TEST_CASE("ddp: two ranks on halves of each batch end with one process's weights
   }
   SECTION("a bucket per few parameters, progressed by a thread") {
     train_equality({.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003, .progress = dist::Progress::thread}, 4);
-  }
+  }  SECTION("a user's optimizer (Adafactor, written outside the library)") { train_equality({}, 1, true); }
 }
 
 TEST_CASE("ddp: the all-reduces start during backward, in bucket order", "[dist][ddp]") {
