@@ -5,6 +5,7 @@
 // thread each):
 //   bench_w13_ddp --threads 2 --steps 10 --reps 5
 //   OMP_NUM_THREADS=1 mpirun -np 2 bench_w13_ddp --threads 1 --steps 10 --reps 5
+//   OMP_NUM_THREADS=1 mpirun -np 3 bench_w13_ddp --only sweep   # the all-reduce alone, 4 B-64 MiB
 // Reports ms per step ({w3,w4}_1proc_step_ms, {w3,w4}_ddp_step_ms); under mpirun also
 // the gradient all-reduce alone (allreduce_ms: the same buckets all-reduced with nothing
 // else running), the part of it backward's end still waited for (exposed_wait_ms, on the

@@ -44,10 +44,12 @@ struct Reader {
     used.insert(name);
     return t;
   }
+  // The stored bits themselves: to_vector() passes through double, which keeps 53 of a
+  // seed's 64 bits (a generator seeded above 2^53 would resume on another stream)
   std::vector<uint64_t> words(const std::string& name, int64_t n) {
-    std::vector<int64_t> v = at(name, Dims{n}).to_vector<int64_t>();
-    std::vector<uint64_t> w(v.size());
-    std::memcpy(w.data(), v.data(), v.size() * sizeof(int64_t));
+    Tensor t = at(name, Dims{n}).contiguous();
+    std::vector<uint64_t> w(static_cast<size_t>(n));
+    std::memcpy(w.data(), t.data<int64_t>(), size_t(n) * sizeof(int64_t));
     return w;
   }
   GeneratorState generator(const std::string& name) {

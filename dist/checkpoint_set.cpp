@@ -133,8 +133,15 @@ uint64_t file_hash(const std::string& path, uint64_t* bytes) {
       throw Error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
     }
     if (got == 0) break;
-    // FNV-1a, a byte at a time: ~1 GB/s, against checkpoints written once per many steps
-    for (ssize_t i = 0; i < got; ++i) h = (h ^ buf[size_t(i)]) * 0x100000001b3ull;
+    // FNV-1a's step over 8-byte words (the tail a byte at a time): one multiply per word,
+    // memory-bound (a byte at a time took 15-19 ms for a 6.4 MB rank file here)
+    size_t i = 0, len = size_t(got);
+    for (; i + 8 <= len; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, buf.data() + i, 8);
+      h = (h ^ w) * 0x100000001b3ull;
+    }
+    for (; i < len; ++i) h = (h ^ buf[i]) * 0x100000001b3ull;
     n += uint64_t(got);
   }
   ::close(fd);

@@ -15,7 +15,7 @@
 //
 // Layout: <dir>/step-<step, 10 digits>/ holds each rank's files and MANIFEST. save():
 // every rank writes its files (each to a temporary, flushed, renamed: safetensors::save),
-// hashes them (FNV-1a 64) and hands the list to rank 0; once every rank's list has come
+// hashes them (FNV-1a's 64-bit step over 8-byte words) and hands the list to rank 0; once every rank's list has come
 // (the gather is the barrier), rank 0 writes MANIFEST (a temporary, fsync, rename, fsync
 // of the folder), and only then removes sets older than the newest `keep`. A set without
 // MANIFEST is incomplete and never read. latest() takes the newest complete set, checks
@@ -25,7 +25,7 @@
 //
 // MANIFEST (text): "reel checkpoint set 1", "step <n>", "world_size <W>", "version <v>",
 // "meta <key> <value>" lines (what the caller recorded), "file <rank> <name> <bytes>
-// <fnv1a64 hex>" lines.
+// <hash hex>" lines.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -103,7 +103,7 @@ std::vector<std::string> all_gather_strings(ProcessGroup& pg, const std::string&
 // Collective: root's string on every rank.
 std::string broadcast_string(ProcessGroup& pg, const std::string& s, int root, const char* op, Site site = {});
 
-// FNV-1a 64 of a file's bytes; Error naming the file when it cannot be read.
+// FNV-1a's 64-bit step over a file's 8-byte words (its tail bytes one at a time); Error naming the file when it cannot be read.
 uint64_t file_hash(const std::string& path, uint64_t* bytes = nullptr);
 
 }  // namespace reel::dist

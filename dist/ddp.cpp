@@ -140,7 +140,10 @@ void DistributedDataParallel::on_grad(size_t i) {
   Bucket& b = buckets_[p.bucket];
   {
     NoGradGuard no_grad;  // the bucket is not in flight before all its parameters are ready
-    b.flat.narrow(0, p.offset, p.t.numel()).copy_(p.t.grad().reshape({-1}));
+    Tensor slot = b.flat.narrow(0, p.offset, p.t.numel());
+    // a gradient kept from the last step (no zero_grad, or zero_grad(false)) is that
+    // step's view of this slot, accumulated in place: already there
+    if (p.t.grad().data_ptr() != slot.data_ptr()) slot.copy_(p.t.grad().reshape({-1}));
   }
   std::unique_lock lock(mu_, std::defer_lock);
   if (progress_thread_.joinable()) lock.lock();
@@ -206,7 +209,9 @@ void DistributedDataParallel::finish() {
       Param& p = params_[i];
       if (p.ready) continue;
       Tensor slot = buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel());
-      if (p.t.grad().defined()) slot.copy_(p.t.grad().reshape({-1}));  // accumulated under no_sync
+      if (p.t.grad().defined()) {  // accumulated under no_sync (perhaps in place, in this very slot)
+        if (p.t.grad().data_ptr() != slot.data_ptr()) slot.copy_(p.t.grad().reshape({-1}));
+      }
       else slot.zero_();
       mark_ready(i);
     }
@@ -216,11 +221,11 @@ void DistributedDataParallel::finish() {
   stats_.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   NoGradGuard no_grad;
   for (Bucket& b : buckets_) b.flat.mul_(1.0 / pg_.size());
-  for (Param& p : params_) {
-    Tensor avg = buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel()).reshape(p.t.shape());
-    if (p.t.grad().defined()) p.t.grad().copy_(avg);
-    else p.t.set_grad(avg.clone());
-  }
+  // Each gradient becomes a view of its bucket (PyTorch's gradient_as_bucket_view): no copy
+  // back, one pass over the gradients fewer a step. The next backward fills the bucket
+  // again only after every gradient it overwrites has been recomputed (or accumulated in
+  // place into this view), so the optimizer step in between reads the averages.
+  for (Param& p : params_) p.t.set_grad(buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel()).reshape(p.t.shape()));
   reset();
 }
 

@@ -16,8 +16,8 @@
 // parameter copies its gradient into its bucket when backward has finished it; a full
 // bucket starts a nonblocking all-reduce at once, so communication runs while backward
 // computes the earlier layers. When backward ends, the remaining all-reduces are waited
-// for and the averages are written back into the .grad()s, so optimizer.step() right
-// after backward() sees synchronised gradients. Buckets start in bucket order on every
+// for and each .grad() becomes a view of its bucket's averages (no copy back), so
+// optimizer.step() right after backward() sees synchronised gradients. Buckets start in bucket order on every
 // rank (MPI needs the same order), whatever order their gradients finish in.
 //
 // Only a backward through an output of ddp(x) synchronises (as PyTorch): calling the

@@ -62,10 +62,12 @@ const char* kUsage =
     "                           [--augment none|crop-flip] [--optimizer adam|sgd] [--weight-decay X]\n"
     "                           [--steps-per-epoch N] [--amp none|bf16|f16] [--distributed]\n"
     "                           [--global-batch-size N] [--resume-or-start] [--dist-timeout S] [--stop-after N]\n"
+    "                           [--dropout P]\n"
     "  --distributed: under mpirun; --batch-size is then per rank\n"
     "  --global-batch-size N: (--distributed) N images a step over all ranks, N / ranks each (instead of --batch-size)\n"
     "  --resume-or-start: --resume when a training state exists, else start afresh (for restart loops)\n"
     "  --stop-after N: stop after step N as on SIGINT (save, exit 130): a job's share of a time-limited run\n"
+    "  --dropout P: every dropout layer's probability (default: the model's; 0: none)\n"
     "  --dist-timeout S: (--distributed) end the job when a collective waits S seconds (default\n"
     "                    $REEL_DIST_TIMEOUT, else 600)\n"
     "  --augment crop-flip: each training image padded by 2, cropped back to 28x28 at a random offset and\n"
@@ -218,7 +220,7 @@ int run(int argc, char** argv) {
                                    {"workers", "1"}, {"device", "cpu"}, {"amp", "none"}, {"augment", "none"},
                                    {"optimizer", "adam"}, {"weight-decay", "0"}, {"steps-per-epoch", "0"},
                                    {"checkpoint-every", "0"}, {"global-batch-size", "0"}, {"dist-timeout", "0"},
-                                   {"stop-after", "0"}},
+                                   {"stop-after", "0"}, {"dropout", ""}},
                                   kUsage);
   // each model its own folders by default: two runs of different models never share files
   if (args["out"].empty()) args["out"] = "out/" + args["model"];
@@ -318,10 +320,19 @@ int run(int argc, char** argv) {
   manual_seed(seed);
   std::unique_ptr<nn::Module> made = fashion::make_model(args["model"]);
   nn::Module& model = *made;
+  if (!args["dropout"].empty()) {  // every dropout layer's probability (0: none)
+    const double p = std::stod(args["dropout"]);
+    if (!(p >= 0 && p < 1)) throw Error("--dropout: expected a probability in [0, 1), got " + args["dropout"]);
+    for (nn::Module* m : model.modules())
+      if (auto* d = dynamic_cast<nn::Dropout*>(m)) d->p = p;
+  }
   model.to(device);
 #ifdef REEL_HAS_DIST
   std::optional<dist::DistributedDataParallel> ddp;  // rank 0's initial weights on every rank
   if (pg) ddp.emplace(model, *pg);
+  // Each rank its own dropout stream (the same masks on every rank would drop the same
+  // units of every rank's i-th image): the default generator reseeded from (seed, rank).
+  if (pg) manual_seed(seed ^ (0x9e3779b97f4a7c15ull * uint64_t(pg->rank() + 1)));
   auto forward = [&](const Tensor& x) { return ddp ? (*ddp)(x) : model(x); };
 #else
   auto forward = [&](const Tensor& x) { return model(x); };
@@ -357,8 +368,11 @@ int run(int argc, char** argv) {
       if (rank0) log = read_curves(out, state.step / steps);
       sums = load_sums(sums_path, state.step, device);
 #ifdef REEL_HAS_DIST
-      // after a resize the epoch's running sums so far are rank 0's: every old rank's added
+      // After a resize: each rank's dropout stream starts afresh from (seed, rank, step) (no
+      // old rank's stream maps to a new one), and the epoch's running sums so far are rank
+      // 0's: every old rank's added.
       if (pg && from->world_size != pg->size()) {
+        manual_seed(seed ^ (0x9e3779b97f4a7c15ull * uint64_t(pg->rank() + 1)) ^ (0xbf58476d1ce4e5b9ull * uint64_t(state.step)));
         sums = {};
         if (pg->rank() == 0)
           for (int r = 0; r < from->world_size; ++r) {

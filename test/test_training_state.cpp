@@ -180,3 +180,20 @@ TEST_CASE("a training checkpoint that does not fit is refused before anything ch
   CHECK_THROWS_WITH(checkpoint::save(path, {.generators = {{"default", &b.noise}}}),
                     Catch::Contains("may not be named \"default\""));
 }
+
+TEST_CASE("a generator seeded above 2^53 resumes on its own stream (all 64 bits of the seed)", "[checkpoint][random]") {
+  TempDir dir;
+  const uint64_t seed = 0x9e3779b97f4a7c15ull;  // not a double: its low bits would be lost through one
+  Generator named(seed ^ 1);
+  manual_seed(seed);
+  (void)rand({7});
+  checkpoint::TrainingState run{.generators = {{"mine", &named}}};
+  checkpoint::save(dir.file("state.safetensors"), run);
+  GeneratorState want = default_generator().get_state(), want_named = named.get_state();
+  manual_seed(1);
+  named.manual_seed(2);
+  checkpoint::load(dir.file("state.safetensors"), run);
+  CHECK(default_generator().get_state() == want);
+  CHECK(named.get_state() == want_named);
+  CHECK(default_generator().seed() == seed);
+}

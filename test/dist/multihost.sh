@@ -12,6 +12,7 @@
 # Usage: multihost.sh TRAIN_FASHION_MNIST MPIRUN WORK_DIR [DATA_DIR] [STEPS]
 set -uo pipefail
 train=$(realpath "$1") mpirun=$2 work=$3 data=${4:-/usr/share/datasets/fashion-mnist} steps=${5:-20}
+sweep=; [ -n "${REEL_MULTIHOST_SWEEP:-}" ] && sweep=$(realpath "$REEL_MULTIHOST_SWEEP")
 skip() { echo "dist_multihost: SKIPPED: $*"; exit 77; }
 fail() { echo "dist_multihost: FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "not root: ip netns needs CAP_SYS_ADMIN"
@@ -74,12 +75,15 @@ chmod +x "$agent"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 opts=(--distributed --model mlp --epochs 1 --steps-per-epoch "$steps" --global-batch-size 64 --data "$data"
       --logdir none)
-# the README's command (docs: "Several machines"), with the agent in ssh's place
+# the README's command (docs: "Several machines"), with the agent in ssh's place; both
+# "hosts" share this machine's cores, so the ranks yield when they wait (mpirun does that
+# itself for ranks it knows to be oversubscribed on one host)
 cd "$work" || exit 1
 start=$(date +%s.%N)
 timeout 300 ip netns exec "$a" unshare --uts sh -c 'hostname reel-host-a; exec "$@"' sh \
   "$mpirun" -H reel-host-a:2,reel-host-b:2 --mca plm_rsh_agent "$agent" \
-  --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" --mca btl self,vader,tcp \
+  --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" \
+  --mca mpi_yield_when_idle 1 \
   -x OMP_NUM_THREADS "$train" "${opts[@]}" --out two_hosts > two_hosts.log 2>&1 ||
   { cat two_hosts.log; fail "2 hosts x 2 ranks failed"; }
 two_s=$(echo "$(date +%s.%N) - $start" | bc)
@@ -94,3 +98,15 @@ cmp two_hosts/mlp.safetensors one_host/mlp.safetensors ||
 echo "2 hosts x 2 ranks (TCP over a veth pair) and 4 ranks on one host: weights bit-identical after $steps steps"
 echo "  two hosts: $(grep -o '[0-9]* img/s' two_hosts.log | tail -1), whole job ${two_s%.*} s;" \
   "one host: $(grep -o '[0-9]* img/s' one_host.log | tail -1), whole job ${one_s%.*} s"
+# REEL_MULTIHOST_SWEEP=<bench_w13_ddp>: also the all-reduce alone, 4 B to 64 MiB, one rank a
+# host (TCP between them) and two ranks on one host (shared memory): docs/distributed.md's
+# latency and bandwidth figures
+if [ -n "$sweep" ]; then
+  echo "all-reduce alone, 1 rank on each of 2 hosts (TCP):"
+  timeout 300 ip netns exec "$a" unshare --uts sh -c 'hostname reel-host-a; exec "$@"' sh \
+    "$mpirun" -H reel-host-a:1,reel-host-b:1 --mca plm_rsh_agent "$agent" \
+    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" \
+    -x OMP_NUM_THREADS "$sweep" --only sweep --reps 1 2>&1 | grep -v '^W13'
+  echo "all-reduce alone, 2 ranks on one host (shared memory):"
+  timeout 300 "$mpirun" -np 2 "$sweep" --only sweep --reps 1 2>&1 | grep -v '^W13'
+fi

@@ -56,8 +56,9 @@ if command -v mpirun > /dev/null && [ -x "$(dirname "$train")/train_fashion_mnis
   grep -q "2 ranks (data-parallel)" mpi.log || fail "mpirun -np 2 --distributed: $(cat mpi.log)"
   grep -q warning mpi.log && fail "mpirun --distributed warned: $(cat mpi.log)"
   [ -s dist/mlp.safetensors ] || fail "mpirun -np 2 --distributed wrote no weights"
-  [ -s dist/checkpoint.rank0.safetensors ] && [ -s dist/checkpoint.rank1.safetensors ] ||
-    fail "mpirun -np 2 --distributed: not one training state per rank: $(ls dist)"
+  set_dir=$(ls -d dist/checkpoints/step-* | tail -1)
+  [ -s "$set_dir/rank0.safetensors" ] && [ -s "$set_dir/rank1.safetensors" ] && [ -s "$set_dir/MANIFEST" ] ||
+    fail "mpirun -np 2 --distributed: not a complete set of both ranks' states: $(ls -R dist)"
   echo "mpirun -np 2 train_fashion_mnist --distributed: 2 ranks through train_fashion_mnist_distributed"
 fi
 mkdir -p text
