@@ -6,6 +6,7 @@
 #include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
 #include "cpu/memory.h"         // cpu::memory_stats, reset_peak_memory_stats, empty_cache: the CPU allocator
 #include "autograd/autocast.h"  // AutocastGuard: mixed precision for a scope
+#include "autograd/autocast_products.h" // set_cpu_autocast_bf16_products: bf16 products only where they pay
 #include "autograd/grad_mode.h" // NoGradGuard, no_grad
 #include "autograd/ops.h"       // the differentiable ops and C++ operators
 #include "autograd/ops_rnn.h"   // rnn_layer, rnn: recurrent layers (RNN, LSTM, GRU), variable lengths

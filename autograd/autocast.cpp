@@ -1,13 +1,17 @@
 #include "autocast.h"
+#include "autocast_products.h"
 
 #include <fmt/format.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <mutex>
 
 #include "../tensor/backend.h"
 #include "../tensor/error.h"
+#include "../tensor/internal/cpu_bf16.h"
 #include "op_support.h"
 
 namespace reel {
@@ -57,18 +61,56 @@ Ref<AutocastCopy> make_copy(const Tensor& source, const Tensor& copy, bool used)
   return c;
 }
 
-// A dtype the device's backend would emulate (bf16 on a CPU without AVX512-BF16 or AMX:
-// slower than f32): the products compute in f32 (inputs converted up, outputs f32); said
-// once per process.
-bool products_fall_back(const Tensor& t, DType to) {
-  if (backend_for(t.device()).native_products(to)) return false;
+std::atomic<int> cpu_bf16_products{-1};  // a CpuBf16Products, -1 until set or read
+
+CpuBf16Products from_environment() {
+  const char* env = std::getenv("REEL_CPU_BF16_PRODUCTS");
+  if (!env || !*env) return CpuBf16Products::automatic;
+  const std::string v = env;
+  if (v == "automatic") return CpuBf16Products::automatic;
+  if (v == "native") return CpuBf16Products::native;
+  if (v == "f32") return CpuBf16Products::f32;
+  throw Error(fmt::format("autocast: REEL_CPU_BF16_PRODUCTS must be automatic, native or f32, got '{}'", v));
+}
+
+// Whether the products of an autocast scope to `to` compute in `to` on t's device: on the
+// CPU, bf16 as CpuBf16Products chooses (emulated bf16, without AVX512-BF16 or AMX, never);
+// elsewhere whenever the backend runs them natively. Said once per process.
+bool products_low(const Tensor& t, DType to) {
+  if (!t.device().is_cpu() || to != DType::bf16) return backend_for(t.device()).native_products(to);
+  const CpuBf16Products how = cpu_autocast_bf16_products();
+  const internal::CpuBf16Facts cpu = internal::cpu_bf16_facts();
+  const bool low = how == CpuBf16Products::automatic ? cpu.faster
+                   : how == CpuBf16Products::native  ? cpu.native
+                                                     : false;
   static std::atomic<bool> told{false};
-  if (!told.exchange(true))
-    std::fputs("reel autocast: this CPU has neither AVX512-BF16 nor AMX; bf16 products run in f32\n", stderr);
-  return true;
+  if (!told.exchange(true)) {
+    const char* setting = how == CpuBf16Products::automatic ? "automatic"
+                          : how == CpuBf16Products::native  ? "native"
+                                                            : "f32";
+    std::fprintf(stderr, "reel autocast: bf16 products run in %s on this CPU (%s; CpuBf16Products::%s)\n",
+                 low ? "bf16" : "f32", cpu.how, setting);
+  }
+  return low;
 }
 
 }  // namespace
+
+void set_cpu_autocast_bf16_products(CpuBf16Products how) { cpu_bf16_products.store(int(how)); }
+
+CpuBf16Products cpu_autocast_bf16_products() {
+  int v = cpu_bf16_products.load();
+  if (v < 0) {
+    int fresh = int(from_environment());
+    cpu_bf16_products.compare_exchange_strong(v, fresh);
+    v = cpu_bf16_products.load();
+  }
+  return CpuBf16Products(v);
+}
+
+bool autocast_products_low(const Tensor& t) {
+  return autocast_active(t) && products_low(t, tls_autocast.dtype[slot(t.device().type)]);
+}
 
 bool autocast_enabled(DeviceType device) { return tls_autocast.enabled[slot(device)]; }
 DType autocast_dtype(DeviceType device) { return tls_autocast.dtype[slot(device)]; }
@@ -96,7 +138,7 @@ bool autocast_active(const Tensor& t) {
 Tensor autocast_lower(const Tensor& t) {
   if (!autocast_active(t) || !t.is_floating_point() || t.dtype() == DType::f64) return t;
   DType to = tls_autocast.dtype[slot(t.device().type)];
-  if (products_fall_back(t, to)) to = DType::f32;
+  if (!products_low(t, to)) to = DType::f32;
   if (t.dtype() == to) return t;
   if (!(t.is_leaf() && t.requires_grad())) return cast(t, to);
   {

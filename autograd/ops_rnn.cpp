@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "autocast.h"
+#include "autocast_products.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -43,12 +44,13 @@ void check_shape(const OpScope& op, const Tensor& t, const Dims& expected, const
 }
 
 // Whether this layer computes in bf16: CPU autocast to bf16 on a backend whose recurrent
-// layers run in bf16 (oneDNN's bf16 RNN primitives: AVX512-BF16 or AMX). PyTorch 2.x's CPU
-// autocast lowers its LSTM too (mkldnn_rnn_layer); reel lowers every recurrent layer.
+// layers run in bf16 (oneDNN's bf16 RNN primitives: AVX512-BF16 or AMX), where autocast's
+// products run in bf16 (CpuBf16Products). PyTorch 2.x's CPU autocast lowers its LSTM too
+// (mkldnn_rnn_layer); reel lowers every recurrent layer.
 bool bf16_layer(const Tensor& x) {
   return x.defined() && x.device().is_cpu() && autocast_active(x) &&
          autocast_dtype(x.device().type) == DType::bf16 && (x.dtype() == DType::f32 || x.dtype() == DType::bf16) &&
-         backend_of(x).rnn_native_bf16();
+         backend_of(x).rnn_native_bf16() && autocast_products_low(x);
 }
 
 // d(loss)/d(inputs) of one layer from the gradients of y, h and c (zeros where none came).

@@ -121,7 +121,7 @@ bool activation_unary(UnaryOp op, const Tensor& out, const Tensor& x, double da,
   if (!owns(op) && !(f32 && has_vector_kernel(op, false))) return false;
   if (f32 && has_vector_kernel(op, false)) {
     const float a = float(da), b = float(db);
-    const bool stream = streaming_output(out);
+    const bool stream = streaming_output(out, x);
     for_each_row<float, const float>(out.shape(), {&out, &x}, [&](auto p, auto st, int64_t n) {
       float* o = std::get<0>(p);
       const float* v = std::get<1>(p);
@@ -141,7 +141,7 @@ void CpuBackend::unary_backward(UnaryOp op, const Tensor& out, const Tensor& g, 
   if (!owns(op)) throw Error(fmt::format("unary_backward: op {} is not an activation", int(op)));
   if (x.dtype() == DType::f32 && has_vector_kernel(op, true)) {
     const float a = float(da), b = float(db);
-    const bool stream = streaming_output(out);
+    const bool stream = streaming_output(out, g, x);
     for_each_row<float, const float, const float>(out.shape(), {&out, &g, &x}, [&](auto p, auto st, int64_t n) {
       float* o = std::get<0>(p);
       const float* gv = std::get<1>(p);

@@ -2,10 +2,15 @@
 #include "dnnl_common.h"
 
 #include "isa.h"
+#include "../tensor/internal/cpu_bf16.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace reel::cpu {
 
@@ -32,6 +37,44 @@ bool amx_available() {
   static const bool yes = isa_has(dnnl::cpu_isa::avx512_core_amx);
   return yes;
 }
+
+namespace {
+bool amd_cpu() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  return std::strcmp(vendor, "AuthenticAMD") == 0;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+bool bf16_products_faster() {
+  static const bool yes = amx_available() || (bf16_products_native() && amd_cpu());
+  return yes;
+}
+
+const char* bf16_products_how() {
+  if (amx_available()) return "AMX";
+  if (!bf16_products_native()) return "neither AVX512-BF16 nor AMX";
+  return amd_cpu() ? "AVX512-BF16 at twice f32's rate" : "AVX512-BF16 without AMX, at f32's rate";
+}
+
+namespace {
+// CPU autocast asks through tensor/ (autograd/ does not depend on cpu/)
+[[maybe_unused]] const bool g_registered = [] {
+  reel::internal::register_cpu_bf16_facts([] {
+    return reel::internal::CpuBf16Facts{
+        .native = bf16_products_native(), .faster = bf16_products_faster(), .how = bf16_products_how()};
+  });
+  return true;
+}();
+}  // namespace
 
 bool dnnl_strides_ok(const int64_t* shape, const int64_t* strides, int n) {
   std::array<std::pair<int64_t, int64_t>, kMaxDims> dims;  // (stride, size) of dims with size > 1

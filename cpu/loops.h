@@ -116,7 +116,7 @@ void for_each_row(const Dims& shape, std::array<const Tensor*, sizeof...(T)> ts,
 // out[i] = f(x[i]) with Out and In element types.
 template <typename Out, typename In, typename F>
 void map1(const Tensor& out, const Tensor& x, F f) {
-  const bool stream = streaming_output(out);
+  const bool stream = streaming_output(out, x);
   for_each_row<Out, const In>(out.shape(), {&out, &x}, [&](auto p, auto st, int64_t n) {
     Out* o = std::get<0>(p);
     const In* a = std::get<1>(p);
@@ -136,7 +136,7 @@ void map1(const Tensor& out, const Tensor& x, F f) {
 // both cases keep a vectorised loop.
 template <typename Out, typename In, typename F>
 void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
-  const bool stream = streaming_output(out);
+  const bool stream = streaming_output(out, a, b);
   for_each_row<Out, const In, const In>(out.shape(), {&out, &a, &b}, [&](auto p, auto st, int64_t n) {
     Out* o = std::get<0>(p);
     const In* x = std::get<1>(p);

@@ -28,7 +28,7 @@ const char* kUsage =
     "usage: train_sequence_classifier [--epochs N] [--out DIR] [--logdir DIR|none] [--train N] [--test N]\n"
     "                                 [--length T] [--hidden H] [--batch-size N] [--lr X] [--seed N]\n"
     "                                 [--device cpu|cuda] [--amp none|bf16|f16]\n"
-    "  --amp: the forward under autocast (the GRU in bf16 on CPUs with AVX512-BF16 or AMX; f16 with a GradScaler)\n"
+    "  --amp: the forward under autocast (the GRU in bf16 where the CPU's bf16 products outrun f32: docs/amp.md; f16 with a GradScaler)\n"
     "  --logdir: the TensorBoard log folder (default runs/train_sequence_classifier; none: no log)\n";
 
 constexpr int64_t kVocab = 16, kA = 1, kB = 2;  // 0 unused, 3.. filler tokens

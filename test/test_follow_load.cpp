@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <thread>
 #include <reel/reel.h>
 #include "../tensor/internal/core_load.h"
 
@@ -84,7 +85,11 @@ TEST_CASE("set_num_threads keeps its count; set_threads_follow_load(true) follow
 }
 
 // Run by the ctest follow_load (alone, without OMP_NUM_THREADS): the count drops by one
-// beside a busy process and comes back after it ends.
+// beside a busy process and comes back after it ends. The machine the user has may be
+// busy with other work: the test waits for quiet (bounded), retries a phase that other
+// processes' load disturbed, and reports itself skipped with the reason (a line starting
+// "SKIPPED:", which the ctest counts as skipped) when the bound passes; it fails only when
+// the count misbehaves on a machine that was quiet.
 TEST_CASE("the thread count follows a busy process", "[.follow_load]") {
   set_threads_follow_load(true);
   const int cores = internal::CoreLoadProbe().allowed_cores();
@@ -92,26 +97,71 @@ TEST_CASE("the thread count follows a busy process", "[.follow_load]") {
     WARN("one core: no thread to drop");
     return;
   }
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  const auto start = clock::now();
+  const double bound_s = 60.0;  // waiting for quiet, all attempts together
+  // threads_for_load drops a thread when others hold more than half a core: quiet is
+  // below that, in two readings of half a second in a row
+  constexpr double kQuiet = 0.4;
+  double last_others = 0.0;
+  auto wait_for_quiet = [&] {
+    internal::CoreLoadProbe probe;
+    int calm = 0;
+    while (seconds_since(start) < bound_s) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      last_others = probe.others_busy_cores();
+      calm = last_others < kQuiet ? calm + 1 : 0;
+      if (calm == 2) return true;
+    }
+    return false;
+  };
   Tensor a = randn({128, 128});
   // runs ops until the count is `want` or `seconds` pass; the count seen last
   auto settle = [&](int want, double seconds) {
-    const auto t0 = std::chrono::steady_clock::now();
-    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
+    const auto t0 = clock::now();
+    while (seconds_since(t0) < seconds) {
       for (int i = 0; i < 64; ++i) a = tanh(matmul(a, a) * 0.01);
       if (num_threads() == want) break;
     }
     return num_threads();
   };
-  REQUIRE(settle(cores, 5.0) == cores);
-  const pid_t busy = fork();
-  REQUIRE(busy >= 0);
-  if (busy == 0) {
-    volatile unsigned long spins = 0;
-    for (;;) spins = spins + 1;  // the competing load: a core's worth of spinning, until killed
+  // One attempt of the three phases. Returns false when a phase missed its count while
+  // other processes (beyond our own busy child) held more than the quiet share of a core:
+  // the attempt tells nothing then, and is repeated.
+  int before = 0, beside = 0, after = 0;
+  auto attempt = [&] {
+    internal::CoreLoadProbe phase;
+    before = settle(cores, 5.0);
+    if (before != cores && (last_others = phase.others_busy_cores()) >= kQuiet) return false;
+    const pid_t busy = fork();
+    REQUIRE(busy >= 0);
+    if (busy == 0) {
+      volatile unsigned long spins = 0;
+      for (;;) spins = spins + 1;  // the competing load: a core's worth of spinning, until killed
+    }
+    phase = internal::CoreLoadProbe();
+    beside = settle(cores - 1, 5.0);
+    const double with_child = phase.others_busy_cores();
+    kill(busy, SIGKILL);
+    waitpid(busy, nullptr, 0);
+    // the child holds at most one core; more than that (and a quiet margin) is someone else
+    if (beside != cores - 1 && (last_others = with_child - 1.0) >= kQuiet) return false;
+    phase = internal::CoreLoadProbe();
+    after = settle(cores, 5.0);
+    if (after != cores && (last_others = phase.others_busy_cores()) >= kQuiet) return false;
+    return true;
+  };
+  for (;;) {
+    if (!wait_for_quiet()) {
+      WARN("SKIPPED: other processes kept " << last_others << " of " << cores
+                                              << " cores busy (quiet is below " << kQuiet << ") for " << bound_s
+                                              << " s: the live thread-count test needs a quiet machine");
+      return;
+    }
+    if (attempt()) break;
   }
-  const int beside = settle(cores - 1, 5.0);
-  kill(busy, SIGKILL);
-  waitpid(busy, nullptr, 0);
+  CHECK(before == cores);
   CHECK(beside == cores - 1);
-  CHECK(settle(cores, 5.0) == cores);
+  CHECK(after == cores);
 }
