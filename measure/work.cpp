@@ -4,8 +4,8 @@
 // Ops nest (cross_entropy calls log_softmax; a backward rule calls ops). The hook reports
 // an op when it ends, so its parts have been reported already: they wait in a list per
 // depth, and the op either takes their place (it has a formula: its own count covers
-// them) or hands them up (it has none, and every part has one: they are its count), or
-// else is listed as uncounted under its own name.
+// them) or hands them up (it has none, every part has one and some part computes: they
+// are its count), or else is listed as uncounted under its own name.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,6 +33,19 @@ struct Entry {
 using Key = std::tuple<std::string, int, std::string>;  // op, phase, module
 }  // namespace
 
+// A composite without a formula is counted from its parts when every part has a formula
+// and some part computes: an op whose parts only move data (a sort that copies, then sorts
+// in its kernel) has work of its own that no part shows.
+static bool counted_by_parts(const std::vector<Entry>& parts) {
+  if (parts.empty()) return false;
+  bool computes = false;
+  for (const Entry& e : parts) {
+    if (!e.counted) return false;
+    computes = computes || e.work.flops > 0;
+  }
+  return computes;
+}
+
 struct WorkCounter::State {
   std::thread::id thread = std::this_thread::get_id();
   debug::HookHandle hook;
@@ -57,8 +70,7 @@ struct WorkCounter::State {
           break;
         }
       pending[d].push_back({r.name(), r.module ? r.module->str() : "-", dtype, r.phase, *w, true});
-    } else if (transparent_op(r.op) || (!parts.empty() && std::all_of(parts.begin(), parts.end(),
-                                                                        [](const Entry& e) { return e.counted; }))) {
+    } else if (transparent_op(r.op) || counted_by_parts(parts)) {
       for (Entry& e : parts) pending[d].push_back(std::move(e));  // counted from its parts
     } else {  // no formula, and parts without one too: the op is what the user sees listed
       pending[d].push_back({r.name(), r.module ? r.module->str() : "-", "", r.phase, {}, false});
