@@ -129,7 +129,8 @@ std::string Node::describe() const {
   for (size_t i = 0; i < outputs.size(); ++i) out += (i ? " " : "") + outputs[i].shape.str();
   std::string dev = outputs.empty() ? "" : outputs[0].device.str();
   std::string dt = outputs.empty() ? "" : dtype_name(outputs[0].dtype);
-  return fmt::format("{} {} -> {} {} {} at {}{}", op, in, out, dt, dev, site.str(),
+  std::string args = args_str();
+  return fmt::format("{} {} -> {} {} {}{}{} at {}{}", op, in, out, dt, dev, args.empty() ? "" : " ", args, site.str(),
                      module ? " in " + module->str() : std::string());
 }
 
