@@ -3,9 +3,10 @@
 // Dims are non-negative (wrapped) wherever an op keeps one.
 //
 //   op (tape name)                                   args
-//   conv2d, conv2d_relu, conv2d_backward_data,       ConvParams (tensor/backend.h)
+//   conv2d, conv2d_relu, conv2d_blocked,             ConvParams (tensor/backend.h)
+//     conv_transpose2d, conv2d_backward_data,
 //     conv2d_backward_weight
-//   max_pool2d, avg_pool2d, *_backward               PoolArgs
+//   max_pool2d, avg_pool2d, and their _backward      PoolArgs
 //   scaled_dot_product_attention                     AttentionParams (tensor/backend.h)
 //   rnn_layer                                        RnnLayerArgs
 //   batch_norm, batch_norm_relu (+ its blocked form) BatchNormArgs
@@ -19,7 +20,7 @@
 //   add, sub (with alpha)                            AlphaArgs
 //   mul (by a number)                                ScaleArgs
 //   maximum, minimum                                 ExtremumArgs
-//   sum, mean, max, min, ... (reductions over dims)  ReduceArgs
+//   sum, mean, prod, amax, amin                      ReduceArgs
 //   norm                                             PNormArgs
 //   transpose                                        TransposeArgs
 //   permute                                          PermuteArgs

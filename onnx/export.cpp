@@ -501,13 +501,21 @@ void Tracer::permute(const debug::OpRecord& r) {
   attr(add("Transpose", {in(r, 0)}, {out(r.outputs[0], r.op)}), "perm", a.order.vec());
 }
 
-// add, sub, mul, div of two tensors; mul by a number (ScaleArgs)
+// add, sub, mul, div of two tensors (add and sub with alpha: b scaled first); mul by a
+// number (ScaleArgs)
 void Tracer::arithmetic(const debug::OpRecord& r) {
   const std::string_view op = r.op;
   const Tensor& y = r.outputs[0];
   if (r.inputs.size() == 2) {
     const char* type = op == "add" ? "Add" : op == "sub" ? "Sub" : op == "mul" ? "Mul" : "Div";
-    add(type, {in(r, 0), in(r, 1)}, {out(y, r.op)});
+    std::string b = in(r, 1);
+    // sub keeps a + alpha b with alpha negated: Sub(a, -alpha b)
+    if (const AlphaArgs* a = r.node->args_if<AlphaArgs>(); a && a->alpha != (op == "sub" ? -1.0 : 1.0)) {
+      std::string scaled = fresh("alpha");
+      add("Mul", {b, constant_floats({float(op == "sub" ? -a->alpha : a->alpha)}, {})}, {scaled});
+      b = scaled;
+    }
+    add(type, {in(r, 0), b}, {out(y, r.op)});
   } else if (const ScaleArgs* a = r.node->args_if<ScaleArgs>()) {
     add("Mul", {in(r, 0), constant_floats({float(a->scale)}, {})}, {out(y, r.op)});
   } else {

@@ -1,7 +1,7 @@
 // Typed op records: what each op keeps on its tape entry, read by name (autograd/op_args.h).
 #include <catch2/catch.hpp>
 
-#include "reel.h"
+#include <reel/reel.h>
 
 using namespace reel;
 
