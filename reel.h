@@ -12,6 +12,7 @@
 #include "autograd/ops_rnn.h"   // rnn_layer, rnn: recurrent layers (RNN, LSTM, GRU), variable lengths
 #include "autograd/ops_attention.h" // scaled_dot_product_attention: fused, flash-attention style (O(T) memory)
 #include "autograd/tape.h"      // the tape: backward, autograd::grad, printing
+#include "autograd/op_args_types.h" // what each op keeps on its tape entry, typed: node.args<ConvParams>()
 #include "autograd/hooks.h"     // post-accumulate-grad and end-of-backward hooks (what DistributedDataParallel uses)
 #include "formats/safetensors.h" // safetensors files: save, load, parse
 #include "formats/torch_pt.h"   // PyTorch's .pt/.pth files (torch.save): torch_pt::load, parse

@@ -1,12 +1,19 @@
 // Node: one entry of the tape. It records what an op did (name, call site, input
 // and output shapes), what its backward rule needs (saved tensors and arguments)
 // and the rule itself, side by side with the op that made it.
+//
+// An op's arguments are kept typed (autograd/op_args.h; the struct each op keeps is
+// listed in autograd/op_args_types.h) and read by name:
+//   const ConvParams& p = node.args<ConvParams>();  // throws Error if conv2d did not keep one
+//   if (const SoftmaxArgs* a = node.args_if<SoftmaxArgs>()) ... a->dim ...
+//   node.args_str();  // "stride=[1, 1] padding=[0, 0] dilation=[1, 1] groups=1"
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "../tensor/tensor.h"
+#include "op_args.h"
 
 namespace reel {
 
@@ -62,9 +69,7 @@ struct Node : RefCounted {
   std::vector<TensorMeta> inputs;  // shapes, dtypes, devices of the inputs
   std::vector<TensorMeta> outputs;
   std::vector<SavedTensor> saved;
-  double scalars[4] = {0, 0, 0, 0};  // the op's scalar arguments
-  int64_t ints[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // its integer arguments (dims, flags)
-  Dims dims;  // a shape argument (reshape's target, permute's order, ...)
+  OpArgs op_args;  // the op's arguments, typed (set_args / args below)
   std::unique_ptr<CustomState> custom;
   bool released = false;  // saved tensors freed by a backward without retain_graph
   std::string released_by;  // where that backward was called
@@ -87,6 +92,20 @@ struct Node : RefCounted {
   // A saved output comes back linked to this node again while grad mode is on (a
   // create_graph backward), so a rule that reads it is differentiable through it.
   Tensor saved_tensor(size_t i) const;
+  // The op's arguments as the struct T it kept; throws Error naming the op, its site, T
+  // and the type it kept when it kept another (or none).
+  template <OpArgsType T>
+  const T& args() const {
+    if (const T* p = op_args.get_if<T>()) return *p;
+    wrong_args(T::type_name);
+  }
+  template <OpArgsType T>
+  const T* args_if() const { return op_args.get_if<T>(); }  // null: none, or another type
+  template <OpArgsType T>
+  void set_args(const T& a) { op_args.set(a); }
+  const char* args_name() const { return op_args.type_name(); }  // "ConvParams"; "" when none
+  std::string args_str() const { return op_args.str(); }  // "stride=[1, 1] ..."; "" when none
+  // "conv2d [1, 3, 8, 8] [4, 3, 3, 3] - -> [1, 4, 8, 8] f32 cpu stride=[1, 1] ... at train.cpp:42"
   std::string describe() const;
   // libtorch's name for this node, as grad_fn()->name() gives it there: "AddBackward0"
   // for add, "MmBackward0" for a 2-D matmul (autograd/grad_fn_names.cpp). `op` keeps
@@ -94,6 +113,9 @@ struct Node : RefCounted {
   std::string name() const;  // "linear [128,784] [10,784] [10] -> [128,10] at train.cpp:42 in feat.fc"
 
   ~Node();
+
+ private:
+  [[noreturn]] void wrong_args(const char* wanted) const;
 };
 
 }  // namespace reel

@@ -11,6 +11,7 @@
 #include "../tensor/backend.h"
 #include "grad_mode.h"
 #include "node.h"
+#include "op_args_types.h"
 
 namespace reel {
 
@@ -93,6 +94,16 @@ Node* record(const OpScope& op, BackwardFn fn, std::initializer_list<const Tenso
              std::initializer_list<Tensor*> outputs);
 Node* record(const OpScope& op, BackwardFn fn, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs);
+
+// Keeps an op's arguments: on its tape entry `n` when it made one, and on the op record
+// a watching debug tool sees (debug::OpRecord::args), so that op hooks read them for
+// unrecorded ops too. Call it after record(), n null or not.
+void debug_op_args(OpFrame* frame, const OpArgs& args);
+template <OpArgsType T>
+inline void keep_args(const OpScope& op, Node* n, const T& args) {
+  if (n) n->set_args(args);
+  if (op.frame) [[unlikely]] debug_op_args(op.frame, OpArgs(args));
+}
 
 inline bool should_record(std::initializer_list<const Tensor*> inputs) {
   if (!grad_enabled()) return false;

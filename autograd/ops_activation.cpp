@@ -74,28 +74,28 @@ Tensor derivative(UnaryOp kind, const Tensor& g, const Tensor& x, double a, doub
   }
 }
 
-// y = f(x; a, b) on the backend; records g f'(x) with x saved (ints[0]: the op, scalars: a, b)
+// y = f(x; a, b) on the backend; records g f'(x) with x saved, and the op with a, b (ActivationArgs)
 Tensor activation(const OpScope& op, UnaryOp kind, const Tensor& x, double a = 0, double b = 0) {
   check_defined(op, x, "the input");
   Tensor in = x.is_floating_point() ? x : cast(x, DType::f32);
   Tensor y = new_like(in);
   if (y.numel()) backend_of(in).unary(kind, y, in, a, b);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
-        double a = n.scalars[0], b = n.scalars[1];
+        const ActivationArgs& args = n.args<ActivationArgs>();
+        const double a = args.a, b = args.b;
         if (grad_enabled()) {  // create_graph: recorded ops
-          gi[0] = derivative(UnaryOp(n.ints[0]), g[0], x, a, b);
+          gi[0] = derivative(args.kind, g[0], x, a, b);
           return;
         }
         Tensor gx = new_like(x);
-        if (gx.numel()) backend_of(gx).unary_backward(UnaryOp(n.ints[0]), gx, g[0], x, a, b);
+        if (gx.numel()) backend_of(gx).unary_backward(args.kind, gx, g[0], x, a, b);
         gi[0] = gx;
-      }, {&x}, {&y})) {
+      }, {&x}, {&y});
+  if (n) {
     n->save(in);
-    n->ints[0] = int64_t(kind);
-    n->scalars[0] = a;
-    n->scalars[1] = b;
   }
+  keep_args(op, n, ActivationArgs{.kind = kind, .a = a, .b = b});
   return y;
 }
 

@@ -57,10 +57,6 @@ std::pair<Tensor, Tensor> mask_planes(const OpScope& op, const Tensor& mask, con
   return {m, offsets};
 }
 
-AttentionParams params_of(const Node& n) {
-  return {.scale = n.scalars[0], .causal = n.ints[0] != 0, .dropout_p = n.scalars[1],
-          .seed = uint64_t(n.ints[1]), .offset = uint64_t(n.ints[2])};
-}
 
 }  // namespace
 
@@ -123,7 +119,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   auto [m, offsets] = mask.defined() ? mask_planes(op, mask, lead, L, S, q) : std::pair<Tensor, Tensor>{};
   Tensor yp = make_view(y, {BH, L, Ev}, {L * Ev, Ev, 1}, 0);
   if (y.numel()) backend_of(q).attention_forward(yp, lse, qp, kp, vp, m, offsets, p);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         if (grad_enabled())
           fail(n.op, "a create_graph backward (second derivatives) through scaled_dot_product_attention is not "
                      "supported; its backward is one fused kernel", n.site);
@@ -134,7 +130,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
         Backend& be = backend_of(q);
         if (g[0].defined() && q.numel() + k.numel() + v.numel() > 0) {
           be.attention_backward(gq, gk, gv, planes(g[0], BH), q, k, v, planes(y, BH), lse, m, offsets,
-                                params_of(n));
+                                n.args<AttentionParams>());
         } else {
           for (Tensor* t : {&gq, &gk, &gv})
             if (t->numel()) be.fill(*t, 0);
@@ -143,14 +139,11 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
           Tensor& t = i == 0 ? gq : i == 1 ? gk : gv;
           if (n.needs_grad(i)) gi[i] = make_view(t, n.input_shape(i), contiguous_strides(n.input_shape(i)), 0);
         }
-      }, {&q, &k, &v}, {&y})) {
+      }, {&q, &k, &v}, {&y});
+  if (n) {
     for (const Tensor* t : {&qp, &kp, &vp, &y, &lse, &m, &offsets}) n->save(*t);
-    n->scalars[0] = p.scale;
-    n->scalars[1] = p.dropout_p;
-    n->ints[0] = p.causal;
-    n->ints[1] = int64_t(p.seed);
-    n->ints[2] = int64_t(p.offset);
   }
+  keep_args(op, n, p);
   return y;
 }
 

@@ -21,26 +21,6 @@ ConvParams params_of(const Conv2dOptions& o) {
   return p;
 }
 
-void remember(Node* n, const ConvParams& p) {
-  for (int i = 0; i < 2; ++i) {
-    n->ints[i] = p.stride[i];
-    n->ints[2 + i] = p.padding[i];
-    n->ints[4 + i] = p.dilation[i];
-  }
-  n->ints[6] = p.groups;
-}
-
-ConvParams recall(const Node& n) {
-  ConvParams p;
-  for (int i = 0; i < 2; ++i) {
-    p.stride[i] = n.ints[i];
-    p.padding[i] = n.ints[2 + i];
-    p.dilation[i] = n.ints[4 + i];
-  }
-  p.groups = n.ints[6];
-  return p;
-}
-
 Conv2dOptions options_of(const ConvParams& p) {
   return {.stride = {p.stride[0], p.stride[1]},
           .padding = {p.padding[0], p.padding[1]},
@@ -58,15 +38,16 @@ Tensor conv2d_input_grad(const Tensor& g, const Tensor& w, const Dims& x_shape, 
   OpScope op("conv2d_backward_data", {});
   Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
   if (gx.numel()) backend_of(g).conv2d_backward_data(gx, g, w, p);
-  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
-        ConvParams p = recall(n);
+  Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        const ConvParams& p = n.args<ConvParams>();
         if (n.needs_grad(0)) gi[0] = conv2d(gg[0], n.saved_tensor(1), {}, options_of(p));
         if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(gg[0], n.saved_tensor(0), n.input_shape(1), p);
-      }, {&g, &w}, {&gx})) {
+      }, {&g, &w}, {&gx});
+  if (n) {
     n->save(n->needs_grad(1) ? g : Tensor());
     n->save(n->needs_grad(0) ? w : Tensor());
-    remember(n, p);
   }
+  keep_args(op, n, p);
   return gx;
 }
 
@@ -75,15 +56,16 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, const Dims& w_shape,
   Tensor gw = new_tensor(w_shape, g.dtype(), g.device());
   if (g.numel()) backend_of(g).conv2d_backward_weight(gw, Tensor(), g, x, p);
   else backend_of(g).fill(gw, 0);
-  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
-        ConvParams p = recall(n);
+  Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        const ConvParams& p = n.args<ConvParams>();
         if (n.needs_grad(0)) gi[0] = conv2d_input_grad(n.saved_tensor(1), gg[0], n.input_shape(0), p);
         if (n.needs_grad(1)) gi[1] = conv2d(n.saved_tensor(0), gg[0], {}, options_of(p));
-      }, {&x, &g}, {&gw})) {
+      }, {&x, &g}, {&gw});
+  if (n) {
     n->save(n->needs_grad(1) ? x : Tensor());
     n->save(n->needs_grad(0) ? g : Tensor());
-    remember(n, p);
   }
+  keep_args(op, n, p);
   return gw;
 }
 
@@ -178,7 +160,7 @@ void weight_grads(Node& n, const Tensor& g, const Tensor& x, const ConvParams& p
 // its input's dtype (under autocast the saved x and W are bf16/f16 copies of f32 inputs,
 // and the backend accumulates the f32 gradients directly)
 void conv_grads(Node& n, const Tensor& g, Grads& gi) {
-  ConvParams p = recall(n);
+  const ConvParams& p = n.args<ConvParams>();
   if (grad_enabled()) {  // create_graph: recorded ops, so second derivatives exist
     // (the engine casts these to the inputs' dtypes; the bias sum runs in its own, f32 under autocast)
     if (n.needs_grad(0)) gi[0] = conv2d_input_grad(g, n.saved_tensor(1), n.input_shape(0), p);
@@ -235,12 +217,13 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias, Conv
   ConvParams p = params_of(opt);
   const Tensor xc = autocast_lower(x), wc = autocast_lower(weight), bc = autocast_lower(bias);
   Tensor y = conv_forward(op, xc, wc, bc, p, false);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { conv_grads(n, g[0], gi); },
-                       {&x, &weight, &bias}, {&y})) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { conv_grads(n, g[0], gi); },
+                       {&x, &weight, &bias}, {&y});
+  if (n) {
     n->save(n->needs_grad(1) ? xc : Tensor());
     n->save(n->needs_grad(0) ? wc : Tensor());
-    remember(n, p);
   }
+  keep_args(op, n, p);
   return y;
 }
 
@@ -251,14 +234,15 @@ Tensor conv2d_relu(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
   ConvParams p = params_of(opt);
   const Tensor xc = autocast_lower(x), wc = autocast_lower(weight), bc = autocast_lower(bias);
   Tensor y = conv_forward(op, xc, wc, bc, p, true);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         conv_grads(n, relu_grad(g[0], n.saved_tensor(2)), gi);
-      }, {&x, &weight, &bias}, {&y})) {
+      }, {&x, &weight, &bias}, {&y});
+  if (n) {
     n->save(n->needs_grad(1) ? xc : Tensor());
     n->save(n->needs_grad(0) ? wc : Tensor());
     n->save(y);
-    remember(n, p);
   }
+  keep_args(op, n, p);
   return y;
 }
 
@@ -311,9 +295,9 @@ Tensor conv2d_blocked(const Tensor& xb_in, const Tensor& weight, const Tensor& b
     copy_from_channel_blocks(x, xb);
     y = conv_forward(op, x, wc, bc, p, false);
   }
-  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
         const Tensor& g = gg[0];
-        ConvParams p = recall(n);
+        const ConvParams& p = n.args<ConvParams>();
         Tensor xb = n.saved_tensor(0), w = n.saved_tensor(1);
         const Dims plain = unblocked_shape(n.input_shape(0));
         const int64_t B = n.input_shape(0)[4];
@@ -342,11 +326,12 @@ Tensor conv2d_blocked(const Tensor& xb_in, const Tensor& weight, const Tensor& b
           copy_from_channel_blocks(x, xb);
         }
         weight_grads(n, g, x, p, gi);
-      }, {&xb_in, &weight, &bias}, {&y})) {
+      }, {&xb_in, &weight, &bias}, {&y});
+  if (n) {
     n->save(n->needs_grad(1) ? xb : Tensor());
     n->save(n->needs_grad(0) ? wc : Tensor());
-    remember(n, p);
   }
+  keep_args(op, n, p);
   return y;
 }
 
@@ -402,15 +387,16 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& weight_in, const Tenso
     if (x.numel()) backend_of(x).conv2d_backward_data(y, x.contiguous(), weight.contiguous(), p);
     else backend_of(x).fill(y, 0);
   }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        ConvParams p = recall(n);
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        const ConvParams& p = n.args<ConvParams>();
         if (n.needs_grad(0)) gi[0] = conv2d(g[0], n.saved_tensor(1), {}, options_of(p));
         if (n.needs_grad(1)) gi[1] = conv2d_weight_grad(g[0], n.saved_tensor(0), n.input_shape(1), p);
-      }, {&x_in, &weight_in}, {&y})) {
+      }, {&x_in, &weight_in}, {&y});
+  if (n) {
     n->save(n->needs_grad(1) ? x : Tensor());
     n->save(n->needs_grad(0) ? weight : Tensor());
-    remember(n, p);
   }
+  keep_args(op, n, p);
   if (!bias.defined()) return y;
   return add(y, bias_in.to(y.dtype()).reshape({1, O, 1, 1}));  // recorded: the gradient reaches bias_in
 }

@@ -195,13 +195,14 @@ Tensor relu(const Tensor& x, Site site) {
 Tensor leaky_relu(const Tensor& x, double slope, Site site) {
   OpScope op("leaky_relu", site);
   Tensor y = unary_forward(op, UnaryOp::leaky_relu, x, slope);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
-        gi[0] = mul(g[0], where(gt(x, 0.0), ones_like(x), full_like(x, n.scalars[0])));
-      }, {&x}, {&y})) {
+        gi[0] = mul(g[0], where(gt(x, 0.0), ones_like(x), full_like(x, n.args<LeakyReluArgs>().slope)));
+      }, {&x}, {&y});
+  if (n) {
     n->save(x);
-    n->scalars[0] = slope;
   }
+  keep_args(op, n, LeakyReluArgs{.slope = slope});
   return y;
 }
 
@@ -246,17 +247,18 @@ Tensor pow(const Tensor& x_in, double p, Site site) {
   OpScope op("pow", site);
   const Tensor x = autocast_f32(x_in);
   Tensor y = unary_forward(op, UnaryOp::pow_scalar, x, p);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        double p = n.scalars[0];
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        double p = n.args<PowArgs>().exponent;
         if (p == 0.0) {
           gi[0] = zeros_like(g[0]);
           return;
         }
         gi[0] = mul(g[0], mul(pow(n.saved_tensor(0), p - 1), p));
-      }, {&x}, {&y})) {
+      }, {&x}, {&y});
+  if (n) {
     n->save(x);
-    n->scalars[0] = p;
   }
+  keep_args(op, n, PowArgs{.exponent = p});
   return y;
 }
 
@@ -265,15 +267,15 @@ Tensor clamp(const Tensor& x, double low, double high, Site site) {
   OpScope op("clamp", site);
   if (low > high) fail("clamp", fmt::format("low {} is above high {}", low, high), op.site);
   Tensor y = unary_forward(op, UnaryOp::clamp, x, low, high);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
-        Tensor inside = logical_and(ge(x, n.scalars[0]), le(x, n.scalars[1]));
+        Tensor inside = logical_and(ge(x, n.args<ClampArgs>().low), le(x, n.args<ClampArgs>().high));
         gi[0] = where(inside, g[0], zeros_like(g[0]));
-      }, {&x}, {&y})) {
+      }, {&x}, {&y});
+  if (n) {
     n->save(x);
-    n->scalars[0] = low;
-    n->scalars[1] = high;
   }
+  keep_args(op, n, ClampArgs{.low = low, .high = high});
   return y;
 }
 
@@ -343,11 +345,11 @@ static Tensor add_scaled(const char* name, const Tensor& a, const Tensor& b, dou
     if (scaled.numel()) backend_of(scaled).unary(UnaryOp::mul_scalar, scaled, bc.b, alpha);
     y = binary_forward(op, BinaryOp::add, bc.a, scaled);
   }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         if (n.needs_grad(0)) gi[0] = sum_to(g[0], n.input_shape(0));
-        if (n.needs_grad(1)) gi[1] = sum_to(mul(g[0], n.scalars[0]), n.input_shape(1));
-      }, {&a, &b}, {&y}))
-    n->scalars[0] = alpha;
+        if (n.needs_grad(1)) gi[1] = sum_to(mul(g[0], n.args<AlphaArgs>().alpha), n.input_shape(1));
+      }, {&a, &b}, {&y});
+  keep_args(op, n, AlphaArgs{.alpha = alpha});
   return y;
 }
 
@@ -395,16 +397,17 @@ Tensor extremum_weight(const Tensor& mine, const Tensor& other, const Tensor& g,
 
 Tensor elementwise_extremum(const OpScope& op, BinaryOp kind, const Tensor& a, const Tensor& b) {
   Tensor y = binary_forward(op, kind, a, b);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor a = n.saved_tensor(0), b = n.saved_tensor(1);
-        bool maximum = n.ints[0] != 0;
+        bool maximum = n.args<ExtremumArgs>().maximum;
         if (n.needs_grad(0)) gi[0] = sum_to(extremum_weight(a, b, g[0], maximum), n.input_shape(0));
         if (n.needs_grad(1)) gi[1] = sum_to(extremum_weight(b, a, g[0], maximum), n.input_shape(1));
-      }, {&a, &b}, {&y})) {
+      }, {&a, &b}, {&y});
+  if (n) {
     n->save(a);
     n->save(b);
-    n->ints[0] = kind == BinaryOp::maximum;
   }
+  keep_args(op, n, ExtremumArgs{.maximum = kind == BinaryOp::maximum});
   return y;
 }
 }  // namespace
@@ -459,8 +462,8 @@ Tensor sub(const Tensor& a, double b, Site site) {
 Tensor mul(const Tensor& a, double b, Site site) {
   OpScope op("mul", site);
   Tensor y = unary_forward(op, UnaryOp::mul_scalar, a, b);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { gi[0] = mul(g[0], n.scalars[0]); }, {&a}, {&y}))
-    n->scalars[0] = b;
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { gi[0] = mul(g[0], n.args<ScaleArgs>().scale); }, {&a}, {&y});
+  keep_args(op, n, ScaleArgs{.scale = b});
   return y;
 }
 // A true division, as PyTorch (x * (1 / s) differs from x / s in the last bit for about

@@ -39,18 +39,19 @@ Tensor embedding_weight_grad(const Tensor& g, const Tensor& idx, const Dims& w_s
   const int64_t D = w_shape[1];
   if (idx.numel() && gw.numel()) backend_of(gw).index_add(gw, 0, idx, g.reshape({idx.numel(), D}));
   if (pad >= 0 && gw.numel()) backend_of(gw).fill(make_view(gw, {D}, {1}, pad * D), 0);
-  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
         Tensor rows = gg[0];
-        if (int64_t pad = n.ints[0]; pad >= 0) {
+        if (int64_t pad = n.args<EmbeddingArgs>().padding_idx; pad >= 0) {
           Tensor keep = ones({rows.size(0), 1}, {.dtype = rows.dtype(), .device = rows.device()});
           backend_of(keep).fill(make_view(keep, {1}, {1}, pad), 0);
           rows = mul(rows, keep);
         }
         gi[0] = index_select(rows, 0, n.saved_tensor(0)).reshape(n.input_shape(0));
-      }, {&g}, {&gw})) {
+      }, {&g}, {&gw});
+  if (n) {
     n->save(idx);
-    n->ints[0] = pad;
   }
+  keep_args(op, n, EmbeddingArgs{.padding_idx = pad});
   return gw;
 }
 
@@ -63,14 +64,15 @@ Tensor lookup_input_grad(const Tensor& g, int d, const Tensor& idx, const Dims& 
     if (gather_op) backend_of(gx).scatter_add(gx, d, idx, g);
     else backend_of(gx).index_add(gx, d, idx, g);
   }
-  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
         Tensor idx = n.saved_tensor(0);
-        gi[0] = n.ints[1] ? gather(gg[0], n.ints[0], idx) : index_select(gg[0], n.ints[0], idx);
-      }, {&g}, {&gx})) {
+        const LookupGradArgs& a = n.args<LookupGradArgs>();
+        gi[0] = a.gather ? gather(gg[0], a.dim, idx) : index_select(gg[0], a.dim, idx);
+      }, {&g}, {&gx});
+  if (n) {
     n->save(idx);
-    n->ints[0] = d;
-    n->ints[1] = gather_op;
   }
+  keep_args(op, n, LookupGradArgs{.dim = d, .gather = gather_op});
   return gx;
 }
 
@@ -102,12 +104,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, EmbeddingOptions o
   Tensor y = new_tensor(shape, weight.dtype(), weight.device());
   Dims rows{idx.numel(), D};
   if (y.numel()) backend_of(weight).index_select(make_view(y, rows, contiguous_strides(rows), 0), weight, 0, idx);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        gi[0] = embedding_weight_grad(g[0], n.saved_tensor(0), n.input_shape(0), n.ints[0]);
-      }, {&weight}, {&y})) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        gi[0] = embedding_weight_grad(g[0], n.saved_tensor(0), n.input_shape(0), n.args<EmbeddingArgs>().padding_idx);
+      }, {&weight}, {&y});
+  if (n) {
     n->save(idx);
-    n->ints[0] = pad;
   }
+  keep_args(op, n, EmbeddingArgs{.padding_idx = pad});
   return y;
 }
 
@@ -126,12 +129,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Site site
   shape[d] = idx.numel();
   Tensor y = new_tensor(shape, x.dtype(), x.device());
   if (y.numel()) backend_of(x).index_select(y, x, d, idx);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        gi[0] = lookup_input_grad(g[0], int(n.ints[0]), n.saved_tensor(0), n.input_shape(0), false);
-      }, {&x}, {&y})) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        gi[0] = lookup_input_grad(g[0], int(n.args<DimArgs>().dim), n.saved_tensor(0), n.input_shape(0), false);
+      }, {&x}, {&y});
+  if (n) {
     n->save(idx);
-    n->ints[0] = d;
   }
+  keep_args(op, n, DimArgs{.dim = d});
   return y;
 }
 
@@ -153,12 +157,13 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, Site site) {
   Tensor idx = index.contiguous();
   Tensor y = new_tensor(index.shape(), x.dtype(), x.device());
   if (y.numel()) backend_of(x).gather(y, x, d, idx);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        gi[0] = lookup_input_grad(g[0], int(n.ints[0]), n.saved_tensor(0), n.input_shape(0), true);
-      }, {&x}, {&y})) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        gi[0] = lookup_input_grad(g[0], int(n.args<DimArgs>().dim), n.saved_tensor(0), n.input_shape(0), true);
+      }, {&x}, {&y});
+  if (n) {
     n->save(idx);
-    n->ints[0] = d;
   }
+  keep_args(op, n, DimArgs{.dim = d});
   return y;
 }
 

@@ -48,16 +48,16 @@ Tensor cat_checked(const OpScope& op, const std::vector<Tensor>& ts, int d) {
   }
   std::vector<const Tensor*> inputs;
   for (const Tensor& t : ts) inputs.push_back(&t);
-  if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
-        int d = int(n.ints[0]);
+  Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
+        int d = int(n.args<DimArgs>().dim);
         int64_t start = 0;
         for (size_t i = 0; i < n.inputs.size(); ++i) {
           int64_t len = n.input_shape(i)[d];
           if (n.needs_grad(i)) gi[i] = g[0].narrow(d, start, len);
           start += len;
         }
-      }, inputs, {&y}))
-    n->ints[0] = d;
+      }, inputs, {&y});
+  keep_args(op, n, DimArgs{.dim = d});
   return y;
 }
 

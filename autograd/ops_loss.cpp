@@ -220,22 +220,23 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, CrossEntropy
   Tensor lse = new_tensor({N}, logits.dtype(), logits.device());
   if (N > 0)
     backend_of(logits).cross_entropy_forward(losses, lse, logits, labels, opt.label_smoothing, opt.ignore_index);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0), lse = n.saved_tensor(1), y = n.saved_tensor(2);
+        const CrossEntropyArgs& a = n.args<CrossEntropyArgs>();
         if (grad_enabled()) {  // create_graph: the rule itself must be differentiable
-          gi[0] = cross_entropy_composite_grad(g[0], x, y, n.scalars[0], n.ints[0]);
+          gi[0] = cross_entropy_composite_grad(g[0], x, y, a.label_smoothing, a.ignore_index);
           return;
         }
         Tensor gx = new_tensor(x.shape(), x.dtype(), x.device());
-        if (gx.numel()) backend_of(x).cross_entropy_backward(gx, g[0], x, lse, y, n.scalars[0], n.ints[0]);
+        if (gx.numel()) backend_of(x).cross_entropy_backward(gx, g[0], x, lse, y, a.label_smoothing, a.ignore_index);
         gi[0] = gx;
-      }, {&logits}, {&losses})) {
+      }, {&logits}, {&losses});
+  if (n) {
     n->save(logits);
     n->save(lse);
     n->save(labels);
-    n->scalars[0] = opt.label_smoothing;
-    n->ints[0] = opt.ignore_index;
   }
+  keep_args(op, n, CrossEntropyArgs{.label_smoothing = opt.label_smoothing, .ignore_index = opt.ignore_index});
   return reduce_rows(losses, labels, opt, kept);
 }
 

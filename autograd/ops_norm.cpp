@@ -111,8 +111,8 @@ NormGrads composite_grads(const NormSaved& a, const Tensor& g_in, const Dims& re
   return r;
 }
 // The saved state of a rule that saved x, w, mean, invstd at 0..3 for inputs x, w, b.
-NormSaved saved_xw(const Node& n) {
-  return {n.saved_tensor(0), n.saved_tensor(1), n.saved_tensor(2), n.saved_tensor(3), n.scalars[0],
+NormSaved saved_xw(const Node& n, double eps) {
+  return {n.saved_tensor(0), n.saved_tensor(1), n.saved_tensor(2), n.saved_tensor(3), eps,
           n.needs_grad(0), n.needs_grad(1), n.needs_grad(2)};
 }
 // Dims a per-channel statistic of x [N, C, *] reduces over, and its broadcast shape
@@ -156,12 +156,13 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
                                      eps);
     mark_running_stats_updated(training, running_mean, running_var);
   }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
         if (grad_enabled() && x.numel()) {  // create_graph
           Dims red, shape;
           channel_dims(x.shape(), red, shape);
-          NormGrads r = composite_grads(saved_xw(n), g[0], red, red, shape, n.ints[0] != 0);
+          const BatchNormArgs& a = n.args<BatchNormArgs>();
+          NormGrads r = composite_grads(saved_xw(n, a.eps), g[0], red, red, shape, a.training);
           gi = {r.gx, r.gw, r.gb};
           return;
         }
@@ -171,7 +172,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
         Tensor gb = n.needs_grad(2) ? new_tensor(n.input_shape(2), stats, x.device()) : Tensor();
         if (x.numel()) {
           backend_of(x).batch_norm_backward(gx, gw, gb, g[0], x, n.saved_tensor(1), n.saved_tensor(2),
-                                            n.saved_tensor(3), n.ints[0] != 0);
+                                            n.saved_tensor(3), n.args<BatchNormArgs>().training);
         } else {
           if (gw.defined()) backend_of(x).fill(gw, 0);
           if (gb.defined()) backend_of(x).fill(gb, 0);
@@ -179,14 +180,14 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
         gi[0] = n.needs_grad(0) ? gx : Tensor();
         gi[1] = gw;
         gi[2] = gb;
-      }, {&x, &weight, &bias}, {&y})) {
+      }, {&x, &weight, &bias}, {&y});
+  if (n) {
     n->save(x);
     n->save(weight);
     n->save(mean);
     n->save(invstd);
-    n->ints[0] = training;
-    n->scalars[0] = eps;
   }
+  keep_args(op, n, BatchNormArgs{.training = training, .eps = eps});
   return y;
 }
 
@@ -200,10 +201,11 @@ void relu_norm_graph_grads(Node& n, const std::vector<Tensor>& xs, const Tensor&
   channel_dims(x.shape(), red, shape);
   bool want_x = false;
   for (size_t j = 0; j < k; ++j) want_x = want_x || n.needs_grad(j);
-  NormSaved a{x, n.saved_tensor(k), n.saved_tensor(k + 1), n.saved_tensor(k + 2), n.scalars[0],
+  const BatchNormArgs& args = n.args<BatchNormArgs>();
+  NormSaved a{x, n.saved_tensor(k), n.saved_tensor(k + 1), n.saved_tensor(k + 2), args.eps,
               want_x, n.needs_grad(k), n.needs_grad(k + 1)};
   Tensor mask = gt(y.detach(), 0.0).to(y.dtype());
-  NormGrads r = composite_grads(a, mul(g, mask), red, red, shape, n.ints[0] != 0);
+  NormGrads r = composite_grads(a, mul(g, mask), red, red, shape, args.training);
   int64_t c0 = 0;
   for (size_t j = 0; j < k; ++j) {
     if (n.needs_grad(j)) gi[j] = r.gx.narrow(1, c0, xs[j].size(1));
@@ -244,16 +246,12 @@ NormReluInputs norm_relu_inputs(const OpScope& op, const std::vector<Tensor>& xs
 }
 
 // what batch_norm_relu and its blocked form save: pieces, weight, mean, invstd, output
-void save_norm_relu(Node& n, const NormReluInputs& in, const Tensor& mean, const Tensor& invstd, const Tensor& y,
-                    bool training, double eps) {
+void save_norm_relu(Node& n, const NormReluInputs& in, const Tensor& mean, const Tensor& invstd, const Tensor& y) {
   for (const Tensor& t : in.xs) n.save(t);
   n.save(in.weight);
   n.save(mean);
   n.save(invstd);
   n.save(y);
-  n.ints[0] = training;
-  n.ints[1] = int64_t(in.xs.size());
-  n.scalars[0] = eps;
 }
 
 std::vector<const Tensor*> norm_relu_tape_inputs(const NormReluInputs& in) {
@@ -266,12 +264,13 @@ std::vector<const Tensor*> norm_relu_tape_inputs(const NormReluInputs& in) {
 // The backward of batch_norm_relu (blocked: of its blocked form, where the output y and
 // g are [N, C/B, H, W, B]): the backend's fused kernel, or recorded ops under create_graph
 void norm_relu_grads(Node& n, const Tensor& g, Grads& gi, bool blocked) {
-  const size_t k = size_t(n.ints[1]);  // pieces: inputs 0..k-1, then weight and bias
+  const BatchNormArgs& args = n.args<BatchNormArgs>();
+  const size_t k = size_t(args.pieces);  // inputs 0..k-1, then weight and bias
   std::vector<Tensor> xs;
   for (size_t j = 0; j < k; ++j) xs.push_back(n.saved_tensor(j));
   const Tensor y = n.saved_tensor(k + 3), w = n.saved_tensor(k), mean = n.saved_tensor(k + 1),
                invstd = n.saved_tensor(k + 2);
-  const bool training = n.ints[0] != 0;
+  const bool training = args.training;
   if (grad_enabled() && y.numel())
     return blocked ? relu_norm_graph_grads(n, xs, from_channel_blocks(y), from_channel_blocks(g), gi)
                    : relu_norm_graph_grads(n, xs, y, g, gi);
@@ -313,10 +312,11 @@ Tensor batch_norm_relu(const std::vector<Tensor>& xs_in, const Tensor& weight_in
                                            training, momentum, eps);
     mark_running_stats_updated(training, running_mean, running_var);
   }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         norm_relu_grads(n, g[0], gi, false);
-      }, norm_relu_tape_inputs(in), {&y}))
-    save_norm_relu(*n, in, mean, invstd, y, training, eps);
+      }, norm_relu_tape_inputs(in), {&y});
+  if (n) save_norm_relu(*n, in, mean, invstd, y);
+  keep_args(op, n, BatchNormArgs{.training = training, .eps = eps, .pieces = int64_t(in.xs.size())});
   return y;
 }
 
@@ -342,10 +342,11 @@ Tensor batch_norm_relu_blocked(const std::vector<Tensor>& xs_in, const Tensor& w
                                                    running_var, training, momentum, eps);
     mark_running_stats_updated(training, running_mean, running_var);
   }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         norm_relu_grads(n, g[0], gi, true);
-      }, norm_relu_tape_inputs(in), {&z}))
-    save_norm_relu(*n, in, mean, invstd, z, training, eps);
+      }, norm_relu_tape_inputs(in), {&z});
+  if (n) save_norm_relu(*n, in, mean, invstd, z);
+  keep_args(op, n, BatchNormArgs{.training = training, .eps = eps, .pieces = int64_t(in.xs.size())});
   return z;
 }
 
@@ -372,12 +373,13 @@ Tensor layer_norm(const Tensor& x_in, const Dims& normalized_shape, const Tensor
   Tensor y = new_like(x);
   Tensor mean = new_tensor(rows_shape, x.dtype(), x.device()), invstd = new_tensor(rows_shape, x.dtype(), x.device());
   if (x.numel()) backend_of(x).layer_norm_forward(y, mean, invstd, x, weight, bias, eps);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0);
         if (grad_enabled() && x.numel()) {  // create_graph
           Dims red, rows;
-          for (int k = 0; k < x.dim(); ++k) (k < n.ints[0] ? rows : red).push_back(k);
-          NormGrads r = composite_grads(saved_xw(n), g[0], red, rows, n.input_shape(1), true);
+          const LayerNormArgs& a = n.args<LayerNormArgs>();
+          for (int k = 0; k < x.dim(); ++k) (k < a.lead ? rows : red).push_back(k);
+          NormGrads r = composite_grads(saved_xw(n, a.eps), g[0], red, rows, n.input_shape(1), true);
           gi = {r.gx, r.gw, r.gb};
           return;
         }
@@ -394,14 +396,14 @@ Tensor layer_norm(const Tensor& x_in, const Dims& normalized_shape, const Tensor
         gi[0] = n.needs_grad(0) ? gx : Tensor();
         gi[1] = gw;
         gi[2] = gb;
-      }, {&x, &weight, &bias}, {&y})) {
+      }, {&x, &weight, &bias}, {&y});
+  if (n) {
     n->save(x);
     n->save(weight);
     n->save(mean);
     n->save(invstd);
-    n->ints[0] = lead;
-    n->scalars[0] = eps;
   }
+  keep_args(op, n, LayerNormArgs{.lead = lead, .eps = eps});
   return y;
 }
 

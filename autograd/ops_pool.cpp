@@ -121,30 +121,13 @@ Tensor avg_pool2d_divided(const Tensor& x, const PoolParams& p, bool ceil_mode, 
   return mul(avg_pool2d(x, counted), s);
 }
 
-void remember(Node* n, const PoolParams& p) {
-  for (int i = 0; i < 2; ++i) {
-    n->ints[i] = p.kernel[i];
-    n->ints[2 + i] = p.stride[i];
-    n->ints[4 + i] = p.padding[i];
-  }
-  n->ints[6] = p.count_include_pad;
-}
-// The output shape decides ceil_mode for a re-pooling in the create_graph rule.
-void remember_ceil(Node* n, const Dims& x_shape, const Dims& y_shape, const PoolParams& p) {
-  n->ints[7] = 0;
+// What a pooling entry keeps: the window, and ceil_mode as the output shape tells it (a
+// re-pooling in the create_graph rule needs it)
+PoolArgs pool_args(const PoolParams& p, const Dims& x_shape, const Dims& y_shape) {
+  PoolArgs a{p};
   for (int i = 0; i < 2; ++i)
-    if (pooled_size(x_shape[2 + i], p.kernel[i], p.stride[i], p.padding[i], false) != y_shape[2 + i]) n->ints[7] = 1;
-}
-
-PoolParams recall(const Node& n) {
-  PoolParams p;
-  for (int i = 0; i < 2; ++i) {
-    p.kernel[i] = n.ints[i];
-    p.stride[i] = n.ints[2 + i];
-    p.padding[i] = n.ints[4 + i];
-  }
-  p.count_include_pad = n.ints[6] != 0;
-  return p;
+    if (pooled_size(x_shape[2 + i], p.kernel[i], p.stride[i], p.padding[i], false) != y_shape[2 + i]) a.ceil_mode = true;
+  return a;
 }
 
 Pool2dOptions options_of(const PoolParams& p, bool ceil_mode) {
@@ -166,12 +149,13 @@ Tensor max_pool2d_input_grad(const Tensor& g, const Tensor& indices, const Dims&
   const bool cl = backend_of(g).channels_last(g.dtype()) && is_channels_last(indices.shape(), indices.strides());
   Tensor gx = new_tensor(x_shape, g.dtype(), g.device(), cl ? channels_last_strides(x_shape) : contiguous_strides(x_shape));
   if (gx.numel()) backend_of(gx).max_pool2d_backward(gx, g, indices, p);
-  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
         const Dims& s = n.input_shape(0);
         Tensor idx = n.saved_tensor(0).reshape({s[0] * s[1], s[2] * s[3]});
         gi[0] = gather(gg[0].reshape({s[0] * s[1], -1}), 1, idx).reshape(s);
-      }, {&g}, {&gx}))
-    n->save(indices);
+      }, {&g}, {&gx});
+  if (n) n->save(indices);
+  keep_args(op, n, pool_args(p, x_shape, g.shape()));
   return gx;
 }
 
@@ -180,12 +164,11 @@ Tensor avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape, const PoolPar
   OpScope op("avg_pool2d_backward", {});
   Tensor gx = new_tensor(x_shape, g.dtype(), g.device(), pool_layout(g, x_shape));
   if (gx.numel()) backend_of(gx).avg_pool2d_backward(gx, g, p);
-  if (Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
-        gi[0] = avg_pool2d(gg[0], options_of(recall(n), n.ints[7] != 0));
-      }, {&g}, {&gx})) {
-    remember(n, p);
-    remember_ceil(n, x_shape, g.shape(), p);
-  }
+  Node* n = record(op, [](Node& n, const Grads& gg, Grads& gi) {
+        const PoolArgs& a = n.args<PoolArgs>();
+        gi[0] = avg_pool2d(gg[0], options_of(a, a.ceil_mode));
+      }, {&g}, {&gx});
+  keep_args(op, n, pool_args(p, x_shape, g.shape()));
   return gx;
 }
 
@@ -218,12 +201,13 @@ PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt, Site
   const Dims strides = pool_layout(x, shape);
   Tensor y = new_tensor(shape, x.dtype(), x.device(), strides), indices = new_tensor(shape, DType::i64, x.device(), strides);
   if (y.numel()) backend_of(x).max_pool2d_forward(y, indices, x, p);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        gi[0] = max_pool2d_input_grad(g[0], n.saved_tensor(0), n.input_shape(0), recall(n));
-      }, {&x}, {&y})) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        gi[0] = max_pool2d_input_grad(g[0], n.saved_tensor(0), n.input_shape(0), n.args<PoolArgs>());
+      }, {&x}, {&y});
+  if (n) {
     n->save(indices);
-    remember(n, p);
   }
+  keep_args(op, n, pool_args(p, x.shape(), y.shape()));
   return {y, indices};
 }
 
@@ -243,10 +227,10 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt, Site site) {
   if (opt.divisor_override) return avg_pool2d_divided(x, p, opt.ceil_mode, opt.divisor_override, shape);
   Tensor y = new_tensor(shape, x.dtype(), x.device(), pool_layout(x, shape));
   if (y.numel()) backend_of(x).avg_pool2d_forward(y, x, p);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        gi[0] = avg_pool2d_input_grad(g[0], n.input_shape(0), recall(n));
-      }, {&x}, {&y}))
-    remember(n, p);
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        gi[0] = avg_pool2d_input_grad(g[0], n.input_shape(0), n.args<PoolArgs>());
+      }, {&x}, {&y});
+  keep_args(op, n, pool_args(p, x.shape(), y.shape()));
   return y;
 }
 

@@ -48,12 +48,14 @@ Tensor reduce_forward(const OpScope& op, ReduceOp kind, const Tensor& x, const R
 // g reshaped to the keepdim shape, then broadcast to the input's shape
 Tensor expand_back(const Tensor& g, const Node& n) {
   Dims kept = n.inputs[0].shape;
-  for (int i = 0; i < 8 && n.ints[i] >= 0; ++i) kept[int(n.ints[i])] = 1;
+  for (int64_t d : n.args<ReduceArgs>().dims) kept[int(d)] = 1;
   return g.reshape(kept).expand(n.inputs[0].shape);
 }
 
-void remember_dims(Node* n, const ReducePlan& p) {
-  for (int i = 0; i < 8; ++i) n->ints[i] = i < int(p.dims.size()) ? p.dims[size_t(i)] : -1;
+ReduceArgs reduce_args(const ReducePlan& p) {
+  ReduceArgs a;
+  for (int d : p.dims) a.dims.push_back(d);
+  return a;
 }
 
 }  // namespace
@@ -66,8 +68,8 @@ Tensor sum(const Tensor& x_in, const Dims& dims, bool keepdim, Site site) {
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
   DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor y = reduce_forward(op, ReduceOp::sum, x.dtype() == DType::boolean ? cast(x, DType::i64) : x, p, dt);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { gi[0] = expand_back(g[0], n); }, {&x}, {&y}))
-    remember_dims(n, p);
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) { gi[0] = expand_back(g[0], n); }, {&x}, {&y});
+  keep_args(op, n, reduce_args(p));
   return y;
 }
 
@@ -79,11 +81,11 @@ Tensor mean(const Tensor& x_in, const Dims& dims, bool keepdim, Site site) {
   check_floating(op, x, "the input");
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
   Tensor y = reduce_forward(op, ReduceOp::mean, x, p, x.dtype());
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         double count = double(numel_of(n.inputs[0].shape)) / double(std::max<int64_t>(numel_of(n.outputs[0].shape), 1));
         gi[0] = expand_back(mul(g[0], 1.0 / count), n);
-      }, {&x}, {&y}))
-    remember_dims(n, p);
+      }, {&x}, {&y});
+  keep_args(op, n, reduce_args(p));
   return y;
 }
 
@@ -94,14 +96,15 @@ Tensor prod(const Tensor& x_in, const Dims& dims, bool keepdim, Site site) {
   check_defined(op, x, "the input");
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
   Tensor y = reduce_forward(op, ReduceOp::prod, x, p, x.dtype());
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0), y = n.saved_tensor(1);
         gi[0] = div(mul(expand_back(g[0], n), expand_back(y, n)), x);
-      }, {&x}, {&y})) {
-    remember_dims(n, p);
+      }, {&x}, {&y});
+  if (n) {
     n->save(x);
     n->save(y);
   }
+  keep_args(op, n, reduce_args(p));
   return y;
 }
 
@@ -129,19 +132,18 @@ Tensor extremum(const char* name, ReduceOp kind, const Tensor& x, const Dims& di
   ReducePlan p = plan_reduce(op, x, dims, keepdim);
   check_reduced_nonempty(op, x, p, dims.empty());
   Tensor y = reduce_forward(op, kind, x, p, x.dtype());
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor x = n.saved_tensor(0), ye = expand_back(n.saved_tensor(1), n);
         Tensor hit = logical_or(eq(x, ye), logical_and(ne(x, x), ne(ye, ye))).to(g[0].dtype());
         // ties share the gradient: divide by the number of extrema in each reduced group
-        Dims rd;
-        for (int i = 0; i < 8 && n.ints[i] >= 0; ++i) rd.push_back(n.ints[i]);
-        Tensor ties = sum(hit, rd, true).expand(n.inputs[0].shape);
+        Tensor ties = sum(hit, n.args<ReduceArgs>().dims, true).expand(n.inputs[0].shape);
         gi[0] = div(mul(hit, expand_back(g[0], n)), ties);
-      }, {&x}, {&y})) {
-    remember_dims(n, p);
+      }, {&x}, {&y});
+  if (n) {
     n->save(x);
     n->save(y);
   }
+  keep_args(op, n, reduce_args(p));
   return y;
 }
 

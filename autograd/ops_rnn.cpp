@@ -59,17 +59,14 @@ void rnn_layer_grads(Node& n, const Grads& g, Grads& gi) {
   if (grad_enabled())
     fail(n.op, "a create_graph backward (second derivatives) through a recurrent layer is not supported; "
                "its backward is one fused kernel", n.site);
-  RnnParams p;
-  p.mode = RnnMode(n.ints[0]);
-  p.reverse = n.ints[1] != 0;
-  p.T = n.ints[2], p.B = n.ints[3], p.I = n.ints[4], p.H = n.ints[5];
-  p.bias = n.ints[6] != 0;
+  const RnnLayerArgs& args = n.args<RnnLayerArgs>();
+  RnnParams p = args;
   p.training = true;
   Tensor x = n.saved_tensor(0), hx = n.saved_tensor(1), cx = n.saved_tensor(2), w_ih = n.saved_tensor(3),
          w_hh = n.saved_tensor(4), b_ih = n.saved_tensor(5), b_hh = n.saved_tensor(6), y = n.saved_tensor(7),
          hy = n.saved_tensor(8), cy = n.saved_tensor(9), ws = n.saved_tensor(10);
   bool lstm = p.mode == RnnMode::lstm;
-  const bool bf16 = n.ints[7] != 0;
+  const bool bf16 = args.bf16;
   // a gradient as the backend takes it: the tensor's own dtype, f32 for a bf16 layer
   auto like = [&](const Tensor& t) { return new_tensor(t.shape(), bf16 ? DType::f32 : t.dtype(), t.device()); };
   auto grad_or_zeros = [&](size_t i, const Tensor& out) {
@@ -163,13 +160,13 @@ RnnLayerResult rnn_layer(RnnMode mode, const Tensor& x_in, const Tensor& h0_in, 
   be.rnn_forward(p, r.y, r.h, r.c, ws, xc, h0c, c0c, w_ihc, w_hhc, b_ihc, b_hhc);
   std::vector<Tensor*> outs{&r.y, &r.h};
   if (lstm) outs.push_back(&r.c);
-  if (Node* n = record(op, rnn_layer_grads, {&x, &h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh}, outs)) {
+  Node* n = record(op, rnn_layer_grads, {&x, &h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh}, outs);
+  if (n) {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&xc, &h0c, &c0c, &w_ihc, &w_hhc, &b_ihc, &b_hhc, &r.y,
                                                                 &r.h, &r.c, &ws})
       n->save(*t);
-    int64_t ints[8] = {int64_t(mode), reverse, T, B, I, H, p.bias, bf16};
-    std::copy(ints, ints + 8, n->ints);
   }
+  keep_args(op, n, RnnLayerArgs{p, bf16});
   return r;
 }
 

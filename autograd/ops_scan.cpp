@@ -19,12 +19,10 @@ Tensor cumsum_dir(const Tensor& x, int d, bool reverse) {
   Tensor in = x.is_floating_point() ? x : cast(x, DType::i64);
   Tensor y = new_like(in);
   if (y.numel()) backend_of(in).cumulative(ScanOp::sum, y, in, d, reverse);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        gi[0] = cumsum_dir(g[0], int(n.ints[0]), !n.ints[1]);
-      }, {&x}, {&y})) {
-    n->ints[0] = d;
-    n->ints[1] = reverse;
-  }
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        gi[0] = cumsum_dir(g[0], int(n.args<ScanArgs>().dim), !n.args<ScanArgs>().reverse);
+      }, {&x}, {&y});
+  keep_args(op, n, ScanArgs{.dim = d, .reverse = reverse});
   return y;
 }
 
@@ -36,13 +34,14 @@ Tensor cumprod_raw(const Tensor& x, int d) {
   Tensor in = x.is_floating_point() ? x : cast(x, DType::i64);
   Tensor y = new_like(in);
   if (y.numel()) backend_of(in).cumulative(ScanOp::prod, y, in, d, false);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        gi[0] = cumprod_grad(g[0], n.saved_tensor(0), n.saved_tensor(1), int(n.ints[0]));
-      }, {&x}, {&y})) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        gi[0] = cumprod_grad(g[0], n.saved_tensor(0), n.saved_tensor(1), int(n.args<ScanArgs>().dim));
+      }, {&x}, {&y});
+  if (n) {
     n->save(x);
     n->save(y);
-    n->ints[0] = d;
   }
+  keep_args(op, n, ScanArgs{.dim = d});
   return y;
 }
 

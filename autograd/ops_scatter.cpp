@@ -101,15 +101,16 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
   OpScope op("scatter", site);
   int d = check_scatter(op, x, dim, index, src);
   Tensor y = scatter_kernel(op, x, d, index, src, false);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        int d = int(n.ints[0]);
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        int d = int(n.args<DimArgs>().dim);
         Tensor idx = n.saved_tensor(0);
         if (n.needs_grad(0)) gi[0] = scatter(g[0], d, idx, 0.0);
         if (n.needs_grad(2)) gi[2] = source_grad(g[0], d, idx, n.input_shape(2));
-      }, {&x, &index, &src}, {&y})) {
+      }, {&x, &index, &src}, {&y});
+  if (n) {
     n->save(index);
-    n->ints[0] = d;
   }
+  keep_args(op, n, DimArgs{.dim = d});
   return y;
 }
 
@@ -126,14 +127,15 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   int d = check_scatter(op, x, dim, index, src);
   if (x.dtype() == DType::boolean) fail(op.op, "bool tensors cannot be summed", op.site);
   Tensor y = scatter_kernel(op, x, d, index, src, true);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        int d = int(n.ints[0]);
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        int d = int(n.args<DimArgs>().dim);
         if (n.needs_grad(0)) gi[0] = g[0];
         if (n.needs_grad(2)) gi[2] = source_grad(g[0], d, n.saved_tensor(0), n.input_shape(2));
-      }, {&x, &index, &src}, {&y})) {
+      }, {&x, &index, &src}, {&y});
+  if (n) {
     n->save(index);
-    n->ints[0] = d;
   }
+  keep_args(op, n, DimArgs{.dim = d});
   return y;
 }
 
@@ -162,17 +164,18 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
     NoGradGuard guard;
     backend_of(y).index_add(y, d, idx, alpha == 1 ? src : mul(src, alpha));
   }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         if (n.needs_grad(0)) gi[0] = g[0];
         if (n.needs_grad(2)) {
-          Tensor gs = index_select(g[0], n.ints[0], n.saved_tensor(0));
-          gi[2] = n.scalars[0] == 1 ? gs : mul(gs, n.scalars[0]);
+          const IndexAddArgs& a = n.args<IndexAddArgs>();
+          Tensor gs = index_select(g[0], a.dim, n.saved_tensor(0));
+          gi[2] = a.alpha == 1 ? gs : mul(gs, a.alpha);
         }
-      }, {&x, &index, &src}, {&y})) {
+      }, {&x, &index, &src}, {&y});
+  if (n) {
     n->save(idx);
-    n->ints[0] = d;
-    n->scalars[0] = alpha;
   }
+  keep_args(op, n, IndexAddArgs{.dim = d, .alpha = alpha});
   return y;
 }
 

@@ -25,22 +25,22 @@ Tensor softmax_op(const OpScope& op, const Tensor& x, int64_t dim, bool log) {
   Tensor y = new_like(in);
   if (y.numel()) backend_of(in).softmax_forward(y, in, d, log);
   if (x.dim() == 0) y = make_view(y, {}, {}, 0);
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
         Tensor y = n.saved_tensor(0);
         if (grad_enabled()) {  // create_graph: the rule itself must be differentiable
-          gi[0] = y.dim() == 0 ? zeros_like(y) : composite_grad(g[0], y, n.ints[0], n.ints[1] != 0);
+          gi[0] = y.dim() == 0 ? zeros_like(y) : composite_grad(g[0], y, n.args<SoftmaxArgs>().dim, n.args<SoftmaxArgs>().log);
           return;
         }
         Tensor yv = y.dim() == 0 ? make_view(y, {1}, {1}, y.offset()) : y;
         Tensor gv = g[0].dim() == 0 ? make_view(g[0], {1}, {1}, g[0].offset()) : g[0];
         Tensor gx = new_like(yv);
-        if (gx.numel()) backend_of(gx).softmax_backward(gx, gv, yv, int(n.ints[0]), n.ints[1] != 0);
+        if (gx.numel()) backend_of(gx).softmax_backward(gx, gv, yv, int(n.args<SoftmaxArgs>().dim), n.args<SoftmaxArgs>().log);
         gi[0] = y.dim() == 0 ? make_view(gx, {}, {}, 0) : gx;
-      }, {&x}, {&y})) {
+      }, {&x}, {&y});
+  if (n) {
     n->save(y);
-    n->ints[0] = d;
-    n->ints[1] = log;
   }
+  keep_args(op, n, SoftmaxArgs{.dim = d, .log = log});
   return y;
 }
 

@@ -46,13 +46,14 @@ Tensor pnorm_kept(const Tensor& x, double p, const Dims& dims) {
     NoGradGuard guard;
     y = p == 2 ? sqrt(sum(square(x), dims, true)) : pow(sum(pow(abs(x), p), dims, true), 1.0 / p);
   }
-  if (Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
-        gi[0] = norm_grad(g[0], n.saved_tensor(0), n.saved_tensor(1), n.scalars[0]);
-      }, {&x}, {&y})) {
+  Node* n = record(op, [](Node& n, const Grads& g, Grads& gi) {
+        gi[0] = norm_grad(g[0], n.saved_tensor(0), n.saved_tensor(1), n.args<PNormArgs>().p);
+      }, {&x}, {&y});
+  if (n) {
     n->save(x);
     n->save(y);
-    n->scalars[0] = p;
   }
+  keep_args(op, n, PNormArgs{.p = p});
   return y;
 }
 

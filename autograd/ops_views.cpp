@@ -157,12 +157,10 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1, Site site) const {
     std::swap(st[a], st[b]);
   }
   Tensor out = make_view(*this, s, st, offset());
-  if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
-        gi[0] = g[0].transpose(n.ints[0], n.ints[1]);
-      }, {this}, {&out})) {
-    n->ints[0] = a;
-    n->ints[1] = b;
-  }
+  Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
+        gi[0] = g[0].transpose(n.args<TransposeArgs>().dim0, n.args<TransposeArgs>().dim1);
+      }, {this}, {&out});
+  keep_args(op, n, TransposeArgs{.dim0 = a, .dim1 = b});
   mark_view(out, *this);
   return out;
 }
@@ -179,19 +177,20 @@ Tensor Tensor::permute(const Dims& order, Site site) const {
   if (order.size() != dim())
     fail("permute", fmt::format("order {} has {} dims, the tensor {} has {}", order.str(), order.size(),
                                 shape().str(), dim()), op.site);
-  Dims s = shape(), st = strides(), inverse = Dims::filled(dim(), -1);
+  Dims s = shape(), st = strides(), inverse = Dims::filled(dim(), -1), wrapped = order;
   for (int i = 0; i < dim(); ++i) {
     int d = wrap_dim("permute", order[i], dim(), op.site);
     if (inverse[d] != -1) fail("permute", fmt::format("order {} repeats dim {}", order.str(), d), op.site);
     inverse[d] = i;
+    wrapped[i] = d;
     s[i] = shape()[d];
     st[i] = strides()[d];
   }
   Tensor out = make_view(*this, s, st, offset());
-  if (Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
-        gi[0] = g[0].permute(n.dims);
-      }, {this}, {&out}))
-    n->dims = inverse;
+  Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
+        gi[0] = g[0].permute(n.args<PermuteArgs>().inverse());
+      }, {this}, {&out});
+  keep_args(op, n, PermuteArgs{.order = wrapped});
   mark_view(out, *this);
   return out;
 }
@@ -232,16 +231,14 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step, Sit
   s[d] = (end - start + step - 1) / step;
   st[d] = strides()[d] * step;
   Tensor out = make_view(*this, s, st, offset() + start * strides()[d]);
-  if (Node* node = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
+  Node* node = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
         Tensor gx = zeros(n.inputs[0].shape, {.dtype = g[0].dtype(), .device = g[0].device()});
-        int64_t d = n.ints[0], start = n.ints[1], step = n.ints[2];
+        const SliceArgs& a = n.args<SliceArgs>();
+        int64_t d = a.dim, start = a.start, step = a.step;
         gx.slice(d, start, start + (g[0].shape()[int(d)] - 1) * step + 1, step).copy_(g[0]);
         gi[0] = gx;
-      }, {this}, {&out})) {
-    node->ints[0] = d;
-    node->ints[1] = start;
-    node->ints[2] = step;
-  }
+      }, {this}, {&out});
+  keep_args(op, node, SliceArgs{.dim = d, .start = start, .step = step});
   mark_view(out, *this);
   return out;
 }

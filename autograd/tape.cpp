@@ -152,7 +152,8 @@ std::string Node::describe() const {
   std::string name = !inplace                        ? std::string(op)
                      : std::string_view(op) == "copy_slices" ? fmt::format("{} (through a view)", inplace)
                                                              : std::string(inplace);
-  return fmt::format("{} {} -> {} {} {} at {}{}", name, in, out, dt, dev, site.str(),
+  std::string args = args_str();
+  return fmt::format("{} {} -> {} {} {}{}{} at {}{}", name, in, out, dt, dev, args.empty() ? "" : " ", args, site.str(),
                      module ? " in " + module->str() : std::string());
 }
 

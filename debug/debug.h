@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../autograd/op_args.h"
 #include "../tensor/tensor.h"
 
 namespace reel::debug {
@@ -26,8 +27,8 @@ namespace reel::debug {
 // ---- the tape, readable
 
 // A table of this thread's live tape entries, oldest first: index, seq, op, inputs and
-// outputs (shape and dtype each), device, module path ("feat.fc"; "-" outside modules),
-// call site.
+// outputs (shape and dtype each), device, the op's arguments by name ("stride=[1, 1] ...";
+// "-" for none), module path ("feat.fc"; "-" outside modules), call site.
 void print_tape(std::ostream& os);
 std::string tape_str();
 // The recorded graph in Graphviz DOT: one box per tape entry (index, op, site), one
@@ -53,6 +54,10 @@ struct OpRecord {
   std::vector<Tensor> outputs;
   bool recorded = false;  // forward: a tape entry was made
   const Node* node = nullptr;  // the tape entry made (forward) or replayed (backward)
+  // The op's arguments, recorded or not, as the struct its tape entry keeps
+  // (autograd/op_args_types.h lists them by op; empty for ops that keep none):
+  //   if (const ConvParams* p = rec.args.get_if<ConvParams>()) ... p->stride[0] ...
+  OpArgs args;
   int depth = 0;  // 0: called by the user; n: called inside n other ops or rules
   const OpRecord* parent = nullptr;  // the op (or rule, or backward pass) this one ran inside
   int64_t bytes = 0;  // bytes allocated by the op (all its new tensors, nested ops included)

@@ -90,6 +90,7 @@ OpFrame* push_frame(const char* op, Phase phase, const Site& site) {
   r.module = current_module();  // a backward rule runs in its forward op's module (the engine sets it)
   r.recorded = false;
   r.node = nullptr;
+  r.args.clear();
   r.depth = tls.depth - 1;
   r.parent = parent ? &parent->rec : nullptr;
   r.bytes = 0;
@@ -376,6 +377,7 @@ OpFrame* debug_rule_begin(const Node& node, const std::vector<Tensor>& grad_outp
   OpFrame* f = debug::push_frame(node.label(), Phase::backward, node.site);
   f->rec.inputs = grad_outputs;
   f->rec.node = &node;
+  f->rec.args = node.op_args;
   f->io_reported = true;
   return f;
 }
@@ -392,6 +394,8 @@ void debug_op_io(OpFrame* f, const Tensor* const* inputs, size_t n_in, Tensor* c
   // Checked here rather than at the op's end: a throw from a normal call unwinds cleanly.
   if (tls.anomaly_on && tls.anomaly.forward && !f->in_rule) debug::check_forward(*f);
 }
+
+void debug_op_args(OpFrame* f, const OpArgs& args) { f->rec.args = args; }
 
 int64_t debug_span_begin() { return debug::detail::span_begin(); }
 void debug_module_end(const ModulePath* module, int64_t t0_ns) {

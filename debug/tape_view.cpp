@@ -51,24 +51,25 @@ std::string short_site(const Site& site) {
 void print_tape(std::ostream& os) {
   std::vector<Ref<Node>> entries = autograd::tape_entries();
   struct Row {
-    std::string idx, seq, op, in, out, dev, module, site;
+    std::string idx, seq, op, in, out, dev, args, module, site;
   };
   std::vector<Row> rows;
-  rows.push_back({"#", "seq", "op", "inputs", "outputs", "device", "module", "site"});
+  rows.push_back({"#", "seq", "op", "inputs", "outputs", "device", "args", "module", "site"});
   for (size_t i = 0; i < entries.size(); ++i) {
     const Node& n = *entries[i];
     std::string dev = !n.outputs.empty() ? n.outputs[0].device.str() : !n.inputs.empty() ? n.inputs[0].device.str() : "";
+    std::string args = n.args_str();
     rows.push_back({std::to_string(i), std::to_string(n.seq), n.label(), metas_str(n.inputs), metas_str(n.outputs), dev,
-                    n.module ? n.module->str() : "-", n.site.str()});
+                    args.empty() ? "-" : args, n.module ? n.module->str() : "-", n.site.str()});
   }
-  size_t w[7] = {};
+  size_t w[8] = {};
   for (const Row& r : rows) {
-    const std::string* cols[7] = {&r.idx, &r.seq, &r.op, &r.in, &r.out, &r.dev, &r.module};
-    for (int c = 0; c < 7; ++c) w[c] = std::max(w[c], cols[c]->size());
+    const std::string* cols[8] = {&r.idx, &r.seq, &r.op, &r.in, &r.out, &r.dev, &r.args, &r.module};
+    for (int c = 0; c < 8; ++c) w[c] = std::max(w[c], cols[c]->size());
   }
   for (const Row& r : rows)
-    os << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.idx, w[0], r.seq, w[1], r.op,
-                      w[2], r.in, w[3], r.out, w[4], r.dev, w[5], r.module, w[6], r.site);
+    os << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r.idx, w[0], r.seq, w[1],
+                      r.op, w[2], r.in, w[3], r.out, w[4], r.dev, w[5], r.args, w[6], r.module, w[7], r.site);
 }
 
 std::string tape_str() {

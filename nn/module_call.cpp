@@ -133,11 +133,10 @@ Tensor replaced(const char* what, const Module& m, const Tensor& g, std::optiona
   return *r;
 }
 
-// ints[0]: 1 on the module's input, 0 on its output
 void backward_hook_rule(Node& n, const std::vector<Tensor>& grad_outputs, std::vector<Tensor>& grad_inputs) {
   BackwardCall& c = *static_cast<BackwardCallState&>(*n.custom).call;
   Tensor g = grad_outputs[0];
-  if (n.ints[0] == 0) {
+  if (!n.args<ModuleHookArgs>().input) {
     for (const auto& [id, hook] : c.pre) g = replaced("backward pre", *c.module, g, hook(*c.module, g));
     c.grad_output = g;
     if (!c.input_hooked)
@@ -153,12 +152,13 @@ Tensor through_backward_hooks(const Tensor& x, const std::shared_ptr<BackwardCal
                               const Site& site) {
   OpScope op("backward_hook", site);
   Tensor y = make_view(x, x.shape(), x.strides(), x.offset());
-  if (Node* n = record(op, &backward_hook_rule, {&x}, {&y})) {
-    n->ints[0] = input ? 1 : 0;
+  Node* n = record(op, &backward_hook_rule, {&x}, {&y});
+  if (n) {
     auto st = std::make_unique<BackwardCallState>();
     st->call = call;
     n->custom = std::move(st);
   }
+  keep_args(op, n, ModuleHookArgs{.input = input});
   return y;
 }
 }  // namespace

@@ -1,7 +1,8 @@
 // ONNX export by tracing: an op hook (debug/debug.h) sees every op the forward pass
 // runs at depth 0 (called by the model's code, not inside another op) with its input
-// and output tensors and its tape entry, whose fields hold the op's attributes
-// (stride, eps, dim, ...). Each op becomes one or a few ONNX nodes; tensors are matched
+// and output tensors and its tape entry, which keeps the op's arguments typed
+// (ConvParams, SoftmaxArgs, ...: autograd/op_args_types.h). Each op becomes one or a few
+// ONNX nodes, written by its entry in one table (Tracer::entries); tensors are matched
 // by their TensorImpl, and a tensor that no traced op made is an initializer (a
 // parameter or buffer by its module name, else a constant). The trace runs with grad
 // mode on and the floating-point inputs requiring grad, so that every op records its
@@ -14,11 +15,13 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <set>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
+#include "../autograd/op_args_types.h"
 #include "../debug/debug.h"
 #include "../tensor/atomic_file.h"
 #include "../tensor/backend.h"
@@ -136,7 +139,31 @@ class Tracer {
     throw Error("onnx::export_model: op " + r.name() + " (at " + r.site.str() +
                 (r.module ? " in " + r.module->str() : std::string()) + ") is not exportable: " + why);
   }
+  std::string in(const debug::OpRecord& r, size_t i) {
+    return value(r.inputs.at(i), std::string(r.op) + "'s input " + std::to_string(i));
+  }
+  struct Entry;
+  static const std::unordered_map<std::string_view, Entry>& entries();
+  // the entries (one per op or family of ops), and their helpers
+  void passthrough(const debug::OpRecord& r);
+  void dropout(const debug::OpRecord& r);
+  void linear(const debug::OpRecord& r);
+  void conv(const debug::OpRecord& r);
+  void pool(const debug::OpRecord& r);
+  void adaptive_pool(const debug::OpRecord& r);
+  void batch_norm(const debug::OpRecord& r);
+  void layer_norm(const debug::OpRecord& r);
+  void unary(const debug::OpRecord& r);
+  void gelu_op(const debug::OpRecord& r);
   void gelu(const debug::OpRecord& r, bool tanh_form);
+  void softmax(const debug::OpRecord& r);
+  void transpose(const debug::OpRecord& r);
+  void permute(const debug::OpRecord& r);
+  void arithmetic(const debug::OpRecord& r);
+  void add_relu(const debug::OpRecord& r);
+  void matmul(const debug::OpRecord& r);
+  void cat(const debug::OpRecord& r);
+  void embedding(const debug::OpRecord& r);
   void reshape(const debug::OpRecord& r);
   void squeeze(const debug::OpRecord& r);
   void rnn(const debug::OpRecord& r);
@@ -216,16 +243,17 @@ void Tracer::squeeze(const debug::OpRecord& r) {
 }
 
 // A recurrent layer (rnn()'s composite op: no tape entry of its own) from the ops it ran:
-// per layer one rnn_layer entry (inputs x, h0, c0, w_ih, w_hh, b_ih, b_hh; ints mode,
-// reverse, T, B, I, H, bias), the batch_first transposes and the stacks of the final
+// per layer one rnn_layer entry (inputs x, h0, c0, w_ih, w_hh, b_ih, b_hh; RnnLayerArgs),
+// the batch_first transposes and the stacks of the final
 // states. Each layer becomes one ONNX GRU / LSTM / RNN op, the weights' gates reordered
 // from PyTorch's (r z n; i f g o) to ONNX's (z r h; i o f c). Zero initial states, one
 // direction and full-length sequences only.
 std::string Tracer::rnn_layer(const debug::OpRecord& layer, const std::string& input, std::vector<std::string>& states) {
   const Node* n = layer.node;
-  RnnMode mode = RnnMode(n->ints[0]);
-  int64_t H = n->ints[5], I = n->ints[4];
-  if (n->ints[1]) unsupported(layer, "a reverse (bidirectional) direction");
+  const RnnLayerArgs& a = n->args<RnnLayerArgs>();
+  RnnMode mode = a.mode;
+  int64_t H = a.H, I = a.I;
+  if (a.reverse) unsupported(layer, "a reverse (bidirectional) direction");
   for (size_t k : {1, 2})
     if (layer.inputs[k].defined()) {
       if (names_.count(layer.inputs[k].impl())) unsupported(layer, "an initial state given by the caller");
@@ -307,184 +335,265 @@ void Tracer::rnn(const debug::OpRecord& r) {
   if (states.empty()) unsupported(r, "no recorded layer (does anything in it require grad?)");
 }
 
+// ---- one exporter entry per op: each reads the op's arguments typed from its tape entry
+
+void Tracer::passthrough(const debug::OpRecord& r) {  // contiguous, clone, detach: the input itself
+  if (!r.outputs.empty() && r.inputs.size() == 1) names_[r.outputs[0].impl()] = in(r, 0), keep_.push_back(r.outputs[0]);
+}
+
+void Tracer::dropout(const debug::OpRecord& r) {
+  if (!r.outputs.empty() && r.outputs[0].impl() != r.inputs[0].impl())
+    unsupported(r, "dropout in training mode: call model.eval() before exporting");
+  // eval: the input itself
+}
+
+void Tracer::linear(const debug::OpRecord& r) {
+  const std::string op = r.op;
+  const Tensor &x = r.inputs[0], &y = r.outputs[0];
+  bool has_bias = r.inputs.size() > 2 && r.inputs[2].defined();
+  std::string res = op == "linear" ? out(y, "linear") : fresh("linear");
+  if (x.dim() == 2) {
+    std::vector<std::string> ins{in(r, 0), in(r, 1)};
+    if (has_bias) ins.push_back(in(r, 2));
+    attr(add("Gemm", ins, {res}), "transB", int64_t(1));
+  } else {
+    // MatMul multiplies by W^T: a transposed copy of the weight is the initializer
+    auto p = param_names_.find(r.inputs[1].impl());
+    std::string wt = initializer(r.inputs[1].detach().t().contiguous(),
+                                 p != param_names_.end() ? p->second + "_t" : fresh("weight_t"));
+    std::string mm = has_bias ? fresh("matmul") : res;
+    add("MatMul", {in(r, 0), wt}, {mm});
+    if (has_bias) add("Add", {mm, in(r, 2)}, {res});
+  }
+  if (op == "linear_relu") add("Relu", {res}, {out(y, "relu")});
+}
+
+void Tracer::conv(const debug::OpRecord& r) {
+  const std::string op = r.op;
+  const ConvParams& a = r.node->args<ConvParams>();
+  const Tensor& y = r.outputs[0];
+  std::vector<std::string> ins{in(r, 0), in(r, 1)};
+  if (op == "conv2d_blocked") {  // [N, C/B, H, W, B] -> [N, C, H, W] first
+    const Tensor& xb = r.inputs[0];
+    std::string t = fresh("unblock_transpose"), plain = fresh("unblocked");
+    attr(add("Transpose", {ins[0]}, {t}), "perm", std::vector<int64_t>{0, 1, 4, 2, 3});
+    add("Reshape", {t, constant_ints({0, xb.size(1) * xb.size(4), xb.size(2), xb.size(3)})}, {plain});
+    ins[0] = plain;
+  }
+  if (r.inputs.size() > 2 && r.inputs[2].defined()) ins.push_back(in(r, 2));
+  std::string res = op == "conv2d_relu" ? fresh("conv") : out(y, "conv");
+  auto* c = add("Conv", ins, {res});
+  const Tensor& w = r.inputs[1];
+  attr(c, "kernel_shape", std::vector<int64_t>{w.size(2), w.size(3)});
+  attr(c, "strides", std::vector<int64_t>{a.stride[0], a.stride[1]});
+  attr(c, "pads", std::vector<int64_t>{a.padding[0], a.padding[1], a.padding[0], a.padding[1]});
+  attr(c, "dilations", std::vector<int64_t>{a.dilation[0], a.dilation[1]});
+  attr(c, "group", a.groups);
+  if (op == "conv2d_relu") add("Relu", {res}, {out(y, "relu")});
+}
+
+void Tracer::pool(const debug::OpRecord& r) {
+  const bool max = std::string_view(r.op) == "max_pool2d";
+  const PoolArgs& a = r.node->args<PoolArgs>();
+  if (r.inputs[0].dim() != 4) unsupported(r, "expected a batched [N, C, H, W] input");
+  auto* p = add(max ? "MaxPool" : "AveragePool", {in(r, 0)}, {out(r.outputs[0], "pool")});
+  attr(p, "kernel_shape", std::vector<int64_t>{a.kernel[0], a.kernel[1]});
+  attr(p, "strides", std::vector<int64_t>{a.stride[0], a.stride[1]});
+  attr(p, "pads", std::vector<int64_t>{a.padding[0], a.padding[1], a.padding[0], a.padding[1]});
+  attr(p, "ceil_mode", int64_t(a.ceil_mode));
+  if (!max) attr(p, "count_include_pad", int64_t(a.count_include_pad));
+}
+
+void Tracer::adaptive_pool(const debug::OpRecord& r) {
+  const Tensor &x = r.inputs[0], &y = r.outputs[0];
+  int64_t H = x.size(2), W = x.size(3), oh = y.size(2), ow = y.size(3);
+  if (oh == 1 && ow == 1) {
+    add("GlobalAveragePool", {in(r, 0)}, {out(y, "pool")});
+  } else if (H % oh == 0 && W % ow == 0) {
+    auto* p = add("AveragePool", {in(r, 0)}, {out(y, "pool")});
+    attr(p, "kernel_shape", std::vector<int64_t>{H / oh, W / ow});
+    attr(p, "strides", std::vector<int64_t>{H / oh, W / ow});
+  } else {
+    unsupported(r, "windows of unequal size (" + x.shape().str() + " -> " + y.shape().str() + ")");
+  }
+}
+
+// eval: y = x scale + shift per channel, with the very floats the CPU kernel uses
+// (scale = invstd w, shift = b - mean scale; cpu/norm.cpp); batch_norm_relu's pieces
+// (inputs 0..k-1, saved before w, mean, invstd) are concatenated first
+void Tracer::batch_norm(const debug::OpRecord& r) {
+  const std::string op = r.op;
+  const Node* n = r.node;
+  const BatchNormArgs& a = n->args<BatchNormArgs>();
+  if (a.training) unsupported(r, "batch norm in training mode: call model.eval() before exporting");
+  const Tensor& y = r.outputs[0];
+  const bool blocked = op == "batch_norm_relu_blocked", fused = op == "batch_norm_relu" || blocked;
+  const size_t k = size_t(a.pieces);
+  std::string x = in(r, 0);
+  if (k > 1) {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < k; ++i) parts.push_back(in(r, i));
+    x = fresh("bn_input");
+    attr(add("Concat", parts, {x}), "axis", int64_t(1));
+  }
+  const size_t at = fused ? k + 1 : 2;  // the saved mean
+  std::vector<float> mean = n->saved_tensor(at).to_vector<float>(), invstd = n->saved_tensor(at + 1).to_vector<float>();
+  const Tensor& wt = r.inputs[k], &bt = r.inputs[k + 1];
+  std::vector<float> w = wt.defined() ? wt.to_vector<float>() : std::vector<float>(mean.size(), 1);
+  std::vector<float> b = bt.defined() ? bt.to_vector<float>() : std::vector<float>(mean.size(), 0);
+  std::vector<float> scale(mean.size()), shift(mean.size());
+  for (size_t c = 0; c < mean.size(); ++c) {
+    scale[c] = invstd[c] * w[c];
+    shift[c] = b[c] - mean[c] * scale[c];
+  }
+  const int plain_dims = r.inputs[0].dim();
+  Dims shape = Dims::filled(plain_dims - 1, 1);
+  shape[0] = int64_t(mean.size());
+  std::string m = fresh("bn_scaled"), res = fused ? fresh("batch_norm") : out(y, "batch_norm");
+  add("Mul", {x, constant_floats(scale, shape)}, {m});
+  add("Add", {m, constant_floats(shift, shape)}, {res});
+  if (fused && !blocked) add("Relu", {res}, {out(y, "relu")});
+  if (blocked) {  // [N, C, H, W] -> [N, C/B, B, H, W] -> [N, C/B, H, W, B]
+    std::string relu = fresh("relu"), split = fresh("channel_blocks");
+    add("Relu", {res}, {relu});
+    add("Reshape", {relu, constant_ints({0, y.size(1), y.size(4), y.size(2), y.size(3)})}, {split});
+    attr(add("Transpose", {split}, {out(y, "blocked")}), "perm", std::vector<int64_t>{0, 1, 3, 4, 2});
+  }
+}
+
+void Tracer::layer_norm(const debug::OpRecord& r) {
+  const LayerNormArgs& a = r.node->args<LayerNormArgs>();
+  const Tensor& x = r.inputs[0];
+  Dims norm_shape;
+  for (int d = int(a.lead); d < x.dim(); ++d) norm_shape.push_back(x.size(d));
+  int64_t count = numel_of(norm_shape);
+  std::string w = r.inputs.size() > 1 && r.inputs[1].defined() ? in(r, 1) : constant_floats(std::vector<float>(count, 1), norm_shape);
+  std::string b = r.inputs.size() > 2 && r.inputs[2].defined() ? in(r, 2) : constant_floats(std::vector<float>(count, 0), norm_shape);
+  if (opset_ < 17) unsupported(r, "LayerNormalization needs opset 17 or later");
+  auto* l = add("LayerNormalization", {in(r, 0), w, b}, {out(r.outputs[0], "layer_norm")});
+  attr(l, "axis", a.lead);
+  attr(l, "epsilon", float(a.eps));
+}
+
+void Tracer::unary(const debug::OpRecord& r) {  // relu, tanh, sigmoid
+  const std::string_view op = r.op;
+  add(op == "relu" ? "Relu" : op == "tanh" ? "Tanh" : "Sigmoid", {in(r, 0)}, {out(r.outputs[0], r.op)});
+}
+
+void Tracer::gelu_op(const debug::OpRecord& r) { gelu(r, r.node->args<ActivationArgs>().kind == UnaryOp::gelu_tanh); }
+
+void Tracer::softmax(const debug::OpRecord& r) {
+  const SoftmaxArgs& a = r.node->args<SoftmaxArgs>();
+  attr(add(a.log ? "LogSoftmax" : "Softmax", {in(r, 0)}, {out(r.outputs[0], r.op)}), "axis", a.dim);
+}
+
+void Tracer::transpose(const debug::OpRecord& r) {
+  const TransposeArgs& a = r.node->args<TransposeArgs>();
+  std::vector<int64_t> perm(size_t(r.outputs[0].dim()));
+  for (size_t d = 0; d < perm.size(); ++d) perm[d] = int64_t(d);
+  std::swap(perm[size_t(a.dim0)], perm[size_t(a.dim1)]);
+  attr(add("Transpose", {in(r, 0)}, {out(r.outputs[0], r.op)}), "perm", perm);
+}
+
+void Tracer::permute(const debug::OpRecord& r) {
+  const PermuteArgs& a = r.node->args<PermuteArgs>();
+  attr(add("Transpose", {in(r, 0)}, {out(r.outputs[0], r.op)}), "perm", a.order.vec());
+}
+
+// add, sub, mul, div of two tensors (add and sub with alpha: b scaled first); mul by a
+// number (ScaleArgs)
+void Tracer::arithmetic(const debug::OpRecord& r) {
+  const std::string_view op = r.op;
+  const Tensor& y = r.outputs[0];
+  if (r.inputs.size() == 2) {
+    const char* type = op == "add" ? "Add" : op == "sub" ? "Sub" : op == "mul" ? "Mul" : "Div";
+    std::string b = in(r, 1);
+    // sub keeps a + alpha b with alpha negated: Sub(a, -alpha b)
+    if (const AlphaArgs* a = r.node->args_if<AlphaArgs>(); a && a->alpha != (op == "sub" ? -1.0 : 1.0)) {
+      std::string scaled = fresh("alpha");
+      add("Mul", {b, constant_floats({float(op == "sub" ? -a->alpha : a->alpha)}, {})}, {scaled});
+      b = scaled;
+    }
+    add(type, {in(r, 0), b}, {out(y, r.op)});
+  } else if (const ScaleArgs* a = r.node->args_if<ScaleArgs>()) {
+    add("Mul", {in(r, 0), constant_floats({float(a->scale)}, {})}, {out(y, r.op)});
+  } else {
+    unsupported(r, "no ONNX form for it in reel's exporter");
+  }
+}
+
+void Tracer::add_relu(const debug::OpRecord& r) {
+  std::string sum = fresh("add");
+  add("Add", {in(r, 0), in(r, 1)}, {sum});
+  add("Relu", {sum}, {out(r.outputs[0], "relu")});
+}
+
+void Tracer::matmul(const debug::OpRecord& r) { add("MatMul", {in(r, 0), in(r, 1)}, {out(r.outputs[0], r.op)}); }
+
+void Tracer::cat(const debug::OpRecord& r) {  // DenseNet's concatenations
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < r.inputs.size(); ++i) parts.push_back(in(r, i));
+  attr(add("Concat", parts, {out(r.outputs[0], r.op)}), "axis", r.node->args<DimArgs>().dim);
+}
+
+void Tracer::embedding(const debug::OpRecord& r) {
+  // the ids are not among the entry's inputs; its saved flat index views their storage
+  Tensor idx = r.node->saved_tensor(0);
+  std::string ids;
+  for (const Tensor& t : keep_)
+    if (t.defined() && t.storage().get() == idx.storage().get() && t.numel() == idx.numel() && names_.count(t.impl()))
+      ids = names_[t.impl()];
+  if (ids.empty()) unsupported(r, "its indices are not a traced value (an input or an op's output)");
+  add("Gather", {in(r, 0), ids}, {out(r.outputs[0], "embedding")});
+}
+
+// What each op becomes: the exporter entry for an op name, and whether it needs the op's
+// tape entry (its arguments or saved tensors; the trace records every op it can).
+struct Tracer::Entry {
+  void (Tracer::*fn)(const debug::OpRecord&);
+  bool needs_entry = true;
+};
+
+const std::unordered_map<std::string_view, Tracer::Entry>& Tracer::entries() {
+  static const std::unordered_map<std::string_view, Entry> table = {
+      {"gru", {&Tracer::rnn, false}}, {"lstm", {&Tracer::rnn, false}},
+      {"rnn_tanh", {&Tracer::rnn, false}}, {"rnn_relu", {&Tracer::rnn, false}},
+      {"dropout", {&Tracer::dropout, false}},
+      {"contiguous", {&Tracer::passthrough, false}}, {"clone", {&Tracer::passthrough, false}},
+      {"detach", {&Tracer::passthrough, false}},
+      {"linear", {&Tracer::linear}}, {"linear_relu", {&Tracer::linear}},
+      {"conv2d", {&Tracer::conv}}, {"conv2d_relu", {&Tracer::conv}}, {"conv2d_blocked", {&Tracer::conv}},
+      {"max_pool2d", {&Tracer::pool}}, {"avg_pool2d", {&Tracer::pool}},
+      {"adaptive_avg_pool2d", {&Tracer::adaptive_pool}},
+      {"batch_norm", {&Tracer::batch_norm}}, {"batch_norm_relu", {&Tracer::batch_norm}},
+      {"batch_norm_relu_blocked", {&Tracer::batch_norm}},
+      {"layer_norm", {&Tracer::layer_norm}},
+      {"relu", {&Tracer::unary}}, {"tanh", {&Tracer::unary}}, {"sigmoid", {&Tracer::unary}},
+      {"gelu", {&Tracer::gelu_op}},
+      {"softmax", {&Tracer::softmax}}, {"log_softmax", {&Tracer::softmax}},
+      {"reshape", {&Tracer::reshape}}, {"view", {&Tracer::reshape}}, {"flatten", {&Tracer::reshape}},
+      {"squeeze", {&Tracer::squeeze}}, {"unsqueeze", {&Tracer::squeeze}},
+      {"transpose", {&Tracer::transpose}}, {"permute", {&Tracer::permute}},
+      {"add", {&Tracer::arithmetic}}, {"sub", {&Tracer::arithmetic}}, {"mul", {&Tracer::arithmetic}},
+      {"div", {&Tracer::arithmetic}},
+      {"add_relu", {&Tracer::add_relu}},
+      {"matmul", {&Tracer::matmul}},
+      {"cat", {&Tracer::cat}},
+      {"embedding", {&Tracer::embedding}},
+  };
+  return table;
+}
+
 void Tracer::op(const debug::OpRecord& r) {
   struct Clear {  // the nested records belong to this op only
     std::vector<debug::OpRecord>& v;
     ~Clear() { v.clear(); }
   } clear{nested_};
-  const std::string op = r.op;
-  if (op == "gru" || op == "lstm" || op == "rnn_tanh" || op == "rnn_relu") return rnn(r);
-  const Node* n = r.node;
-  auto in = [&](size_t i) { return value(r.inputs.at(i), op + "'s input " + std::to_string(i)); };
-  auto need_node = [&] {
-    if (!n || r.outputs.empty()) unsupported(r, "it was not recorded (an input on which nothing requires grad?)");
-  };
-  if (op == "dropout") {
-    if (!r.outputs.empty() && r.outputs[0].impl() != r.inputs[0].impl())
-      unsupported(r, "dropout in training mode: call model.eval() before exporting");
-    return;  // eval: the input itself
-  }
-  if (op == "contiguous" || op == "clone" || op == "detach") {
-    if (!r.outputs.empty() && r.inputs.size() == 1) names_[r.outputs[0].impl()] = in(0), keep_.push_back(r.outputs[0]);
-    return;
-  }
-  static const std::set<std::string> kExportable = {
-      "linear", "linear_relu", "conv2d", "conv2d_relu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-      "batch_norm", "batch_norm_relu", "batch_norm_relu_blocked", "conv2d_blocked", "layer_norm", "relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax", "reshape", "view",
-      "squeeze", "unsqueeze", "flatten", "transpose", "permute", "add", "add_relu", "sub", "mul", "div", "matmul", "embedding",
-      "cat"};
-  if (!kExportable.count(op)) unsupported(r, "no ONNX form for it in reel's exporter (onnx/export.h lists the ops)");
-  need_node();
-  const Tensor& y = r.outputs[0];
-  if (op == "linear" || op == "linear_relu") {
-    const Tensor& x = r.inputs[0];
-    bool has_bias = r.inputs.size() > 2 && r.inputs[2].defined();
-    std::string res = op == "linear" ? out(y, "linear") : fresh("linear");
-    if (x.dim() == 2) {
-      std::vector<std::string> ins{in(0), in(1)};
-      if (has_bias) ins.push_back(in(2));
-      attr(add("Gemm", ins, {res}), "transB", int64_t(1));
-    } else {
-      // MatMul multiplies by W^T: a transposed copy of the weight is the initializer
-      auto p = param_names_.find(r.inputs[1].impl());
-      std::string wt = initializer(r.inputs[1].detach().t().contiguous(),
-                                   p != param_names_.end() ? p->second + "_t" : fresh("weight_t"));
-      std::string mm = has_bias ? fresh("matmul") : res;
-      add("MatMul", {in(0), wt}, {mm});
-      if (has_bias) add("Add", {mm, in(2)}, {res});
-    }
-    if (op == "linear_relu") add("Relu", {res}, {out(y, "relu")});
-  } else if (op == "conv2d" || op == "conv2d_relu" || op == "conv2d_blocked") {
-    std::vector<std::string> ins{in(0), in(1)};
-    if (op == "conv2d_blocked") {  // [N, C/B, H, W, B] -> [N, C, H, W] first
-      const Tensor& xb = r.inputs[0];
-      std::string t = fresh("unblock_transpose"), plain = fresh("unblocked");
-      attr(add("Transpose", {ins[0]}, {t}), "perm", std::vector<int64_t>{0, 1, 4, 2, 3});
-      add("Reshape", {t, constant_ints({0, xb.size(1) * xb.size(4), xb.size(2), xb.size(3)})}, {plain});
-      ins[0] = plain;
-    }
-    if (r.inputs.size() > 2 && r.inputs[2].defined()) ins.push_back(in(2));
-    std::string res = op == "conv2d_relu" ? fresh("conv") : out(y, "conv");
-    auto* c = add("Conv", ins, {res});
-    const Tensor& w = r.inputs[1];
-    attr(c, "kernel_shape", std::vector<int64_t>{w.size(2), w.size(3)});
-    attr(c, "strides", std::vector<int64_t>{n->ints[0], n->ints[1]});
-    attr(c, "pads", std::vector<int64_t>{n->ints[2], n->ints[3], n->ints[2], n->ints[3]});
-    attr(c, "dilations", std::vector<int64_t>{n->ints[4], n->ints[5]});
-    attr(c, "group", n->ints[6]);
-    if (op == "conv2d_relu") add("Relu", {res}, {out(y, "relu")});
-  } else if (op == "max_pool2d" || op == "avg_pool2d") {
-    if (r.inputs[0].dim() != 4) unsupported(r, "expected a batched [N, C, H, W] input");
-    auto* p = add(op == "max_pool2d" ? "MaxPool" : "AveragePool", {in(0)}, {out(y, "pool")});
-    attr(p, "kernel_shape", std::vector<int64_t>{n->ints[0], n->ints[1]});
-    attr(p, "strides", std::vector<int64_t>{n->ints[2], n->ints[3]});
-    attr(p, "pads", std::vector<int64_t>{n->ints[4], n->ints[5], n->ints[4], n->ints[5]});
-    attr(p, "ceil_mode", n->ints[7]);
-    if (op == "avg_pool2d") attr(p, "count_include_pad", n->ints[6]);
-  } else if (op == "adaptive_avg_pool2d") {
-    const Tensor& x = r.inputs[0];
-    int64_t H = x.size(2), W = x.size(3), oh = y.size(2), ow = y.size(3);
-    if (oh == 1 && ow == 1) {
-      add("GlobalAveragePool", {in(0)}, {out(y, "pool")});
-    } else if (H % oh == 0 && W % ow == 0) {
-      auto* p = add("AveragePool", {in(0)}, {out(y, "pool")});
-      attr(p, "kernel_shape", std::vector<int64_t>{H / oh, W / ow});
-      attr(p, "strides", std::vector<int64_t>{H / oh, W / ow});
-    } else {
-      unsupported(r, "windows of unequal size (" + x.shape().str() + " -> " + y.shape().str() + ")");
-    }
-  } else if (op == "batch_norm" || op == "batch_norm_relu" || op == "batch_norm_relu_blocked") {
-    if (n->ints[0]) unsupported(r, "batch norm in training mode: call model.eval() before exporting");
-    // eval: y = x scale + shift per channel, with the very floats the CPU kernel uses
-    // (scale = invstd w, shift = b - mean scale; cpu/norm.cpp); batch_norm_relu's pieces
-    // (inputs 0..k-1, saved before w, mean, invstd) are concatenated first
-    const bool blocked = op == "batch_norm_relu_blocked", fused = op == "batch_norm_relu" || blocked;
-    const size_t k = fused ? size_t(n->ints[1]) : 1;
-    std::string x = in(0);
-    if (k > 1) {
-      std::vector<std::string> parts;
-      for (size_t i = 0; i < k; ++i) parts.push_back(in(i));
-      x = fresh("bn_input");
-      attr(add("Concat", parts, {x}), "axis", int64_t(1));
-    }
-    const size_t at = fused ? k + 1 : 2;  // the saved mean
-    std::vector<float> mean = n->saved_tensor(at).to_vector<float>(), invstd = n->saved_tensor(at + 1).to_vector<float>();
-    const Tensor& wt = r.inputs[k], &bt = r.inputs[k + 1];
-    std::vector<float> w = wt.defined() ? wt.to_vector<float>() : std::vector<float>(mean.size(), 1);
-    std::vector<float> b = bt.defined() ? bt.to_vector<float>() : std::vector<float>(mean.size(), 0);
-    std::vector<float> scale(mean.size()), shift(mean.size());
-    for (size_t c = 0; c < mean.size(); ++c) {
-      scale[c] = invstd[c] * w[c];
-      shift[c] = b[c] - mean[c] * scale[c];
-    }
-    const int plain_dims = r.inputs[0].dim();
-    Dims shape = Dims::filled(plain_dims - 1, 1);
-    shape[0] = int64_t(mean.size());
-    std::string m = fresh("bn_scaled"), res = fused ? fresh("batch_norm") : out(y, "batch_norm");
-    add("Mul", {x, constant_floats(scale, shape)}, {m});
-    add("Add", {m, constant_floats(shift, shape)}, {res});
-    if (fused && !blocked) add("Relu", {res}, {out(y, "relu")});
-    if (blocked) {  // [N, C, H, W] -> [N, C/B, B, H, W] -> [N, C/B, H, W, B]
-      std::string relu = fresh("relu"), split = fresh("channel_blocks");
-      add("Relu", {res}, {relu});
-      add("Reshape", {relu, constant_ints({0, y.size(1), y.size(4), y.size(2), y.size(3)})}, {split});
-      attr(add("Transpose", {split}, {out(y, "blocked")}), "perm", std::vector<int64_t>{0, 1, 3, 4, 2});
-    }
-  } else if (op == "layer_norm") {
-    const Tensor& x = r.inputs[0];
-    int64_t lead = n->ints[0];
-    Dims norm_shape;
-    for (int d = int(lead); d < x.dim(); ++d) norm_shape.push_back(x.size(d));
-    int64_t count = numel_of(norm_shape);
-    std::string w = r.inputs.size() > 1 && r.inputs[1].defined() ? in(1) : constant_floats(std::vector<float>(count, 1), norm_shape);
-    std::string b = r.inputs.size() > 2 && r.inputs[2].defined() ? in(2) : constant_floats(std::vector<float>(count, 0), norm_shape);
-    if (opset_ < 17) unsupported(r, "LayerNormalization needs opset 17 or later");
-    auto* l = add("LayerNormalization", {in(0), w, b}, {out(y, "layer_norm")});
-    attr(l, "axis", lead);
-    attr(l, "epsilon", float(n->scalars[0]));
-  } else if (op == "relu" || op == "tanh" || op == "sigmoid") {
-    add(op == "relu" ? "Relu" : op == "tanh" ? "Tanh" : "Sigmoid", {in(0)}, {out(y, op)});
-  } else if (op == "gelu") {
-    gelu(r, UnaryOp(n->ints[0]) == UnaryOp::gelu_tanh);
-  } else if (op == "softmax" || op == "log_softmax") {
-    attr(add(op == "softmax" ? "Softmax" : "LogSoftmax", {in(0)}, {out(y, op)}), "axis", n->ints[0]);
-  } else if (op == "squeeze" || op == "unsqueeze") {
-    squeeze(r);
-  } else if (op == "reshape" || op == "view" || op == "flatten") {
-    reshape(r);
-  } else if (op == "transpose" || op == "permute") {
-    std::vector<int64_t> perm(size_t(y.dim()));
-    for (int d = 0; d < y.dim(); ++d) perm[d] = d;
-    if (op == "transpose") std::swap(perm[n->ints[0]], perm[n->ints[1]]);
-    else for (int d = 0; d < y.dim(); ++d) perm[n->dims[d]] = d;  // dims holds the inverse order
-    attr(add("Transpose", {in(0)}, {out(y, op)}), "perm", perm);
-  } else if ((op == "add" || op == "sub" || op == "mul" || op == "div") && r.inputs.size() == 2) {
-    const char* type = op == "add" ? "Add" : op == "sub" ? "Sub" : op == "mul" ? "Mul" : "Div";
-    add(type, {in(0), in(1)}, {out(y, op)});
-  } else if (op == "add_relu") {
-    std::string sum = fresh("add");
-    add("Add", {in(0), in(1)}, {sum});
-    add("Relu", {sum}, {out(y, "relu")});
-  } else if (op == "mul" && r.inputs.size() == 1) {
-    add("Mul", {in(0), constant_floats({float(n->scalars[0])}, {})}, {out(y, op)});
-  } else if (op == "matmul") {
-    add("MatMul", {in(0), in(1)}, {out(y, op)});
-  } else if (op == "cat") {  // DenseNet's concatenations
-    std::vector<std::string> parts;
-    for (size_t i = 0; i < r.inputs.size(); ++i) parts.push_back(in(i));
-    attr(add("Concat", parts, {out(y, op)}), "axis", n->ints[0]);
-  } else if (op == "embedding") {
-    // the ids are not among the entry's inputs; its saved flat index views their storage
-    Tensor idx = n->saved_tensor(0);
-    std::string ids;
-    for (const Tensor& t : keep_)
-      if (t.defined() && t.storage().get() == idx.storage().get() && t.numel() == idx.numel() && names_.count(t.impl()))
-        ids = names_[t.impl()];
-    if (ids.empty()) unsupported(r, "its indices are not a traced value (an input or an op's output)");
-    add("Gather", {in(0), ids}, {out(y, "embedding")});
-  } else {
-    unsupported(r, "no ONNX form for it in reel's exporter");
-  }
+  auto it = entries().find(r.op);
+  if (it == entries().end()) unsupported(r, "no ONNX form for it in reel's exporter (onnx/export.h lists the ops)");
+  if (it->second.needs_entry && (!r.node || r.outputs.empty()))
+    unsupported(r, "it was not recorded (an input on which nothing requires grad?)");
+  (this->*it->second.fn)(r);
 }
 
 }  // namespace

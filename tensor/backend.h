@@ -61,6 +61,15 @@ struct ConvParams {
   int64_t padding[2] = {0, 0};
   int64_t dilation[2] = {1, 1};
   int64_t groups = 1;
+  // kept on conv2d's tape entries as is (autograd/op_args.h)
+  static constexpr const char* type_name = "ConvParams";
+  template <class F>
+  void fields(F&& f) const {
+    f("stride", stride);
+    f("padding", padding);
+    f("dilation", dilation);
+    f("groups", groups);
+  }
 };
 
 struct PoolParams {
@@ -112,6 +121,16 @@ struct AttentionParams {
   bool causal = false;   // key j is masked for query i when j > i (top-left aligned, as PyTorch)
   double dropout_p = 0;  // z_ij = [u >= p] / (1 - p), u the uniform of element (bh L + i) S + j
   uint64_t seed = 0, offset = 0;  // of a Philox fill (tensor/philox.h) from block `offset`
+  // kept on the op's tape entries as is (autograd/op_args.h)
+  static constexpr const char* type_name = "AttentionParams";
+  template <class F>
+  void fields(F&& f) const {
+    f("scale", scale);
+    f("causal", causal);
+    f("dropout_p", dropout_p);
+    f("seed", seed);
+    f("offset", offset);
+  }
 };
 
 class Backend {
