@@ -212,6 +212,7 @@ Module& Module::replace_module(const std::string& name, std::unique_ptr<Module> 
   return register_module(name, std::move(owned));
 }
 
+namespace {
 // "ns::Net" -> "Net", as PyTorch prints the class name alone; every name in a template's
 // arguments loses its qualifiers too: "ns::ResNet<ns::ResidualBlock>" -> "ResNet<ResidualBlock>",
 // "(anonymous namespace)::Net" and a local class's "f()::Net" -> "Net".
