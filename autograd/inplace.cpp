@@ -202,7 +202,8 @@ Tensor& rebase_inplace(const OpScope& op, Tensor& self, Tensor result, uint64_t 
 
   // A rule that reads self's old value (mul_'s, div_'s, pow_'s) keeps a copy of it, linked
   // to self's old history; an operand aliasing self keeps its version check (PyTorch errs).
-  for (const Ref<Node>& n : this_thread_tape().entries_since(first)) {
+  const std::vector<Ref<Node>> made_here = this_thread_tape().entries_since(first);
+  for (const Ref<Node>& n : made_here) {
     for (SavedTensor& s : n->saved) {
       if (!s.tensor.defined() || s.output_nr >= 0 || s.tensor.storage().get() != self.storage().get()) continue;
       bool operand = false;
@@ -227,7 +228,6 @@ Tensor& rebase_inplace(const OpScope& op, Tensor& self, Tensor result, uint64_t 
   self.storage()->note_write(op.op, op.site.file, op.site.line);
   // A rule that reads the op's output (exp_'s, tanh_'s) reads it where PyTorch's does: in
   // self, so a later write into self is caught at backward, and the result's buffer goes.
-  std::vector<Ref<Node>> made_here = this_thread_tape().entries_since(first);
   for (const Ref<Node>& n : made_here)
     for (SavedTensor& s : n->saved)
       if (s.tensor.defined() && s.output_nr >= 0 && s.tensor.storage().get() == result.storage().get() &&
