@@ -405,6 +405,31 @@ def chain_views(x, u, w):
     return y
 
 
+# ---- NaN, inf, empty
+@case
+def nonfinite_operand(x, u, w):
+    y = x * 1
+    y.mul_(torch.tensor([[math.nan, math.inf, 1.0], [-math.inf, 2.0, 0.0]], dtype=f64))
+    y.add_(u)
+    return y
+
+
+@case
+def overflow_exp_(x, u, w):
+    y = x * 500
+    y.exp_()
+    return y
+
+
+@case
+def empty_view_add(x, u, w):
+    y = x * 1
+    y.narrow(0, 0, 0).add_(u.narrow(0, 0, 0))
+    e = x[:0] * 1
+    e.mul_(w[:0])
+    return y + e.sum()
+
+
 # ---- refused
 @case
 def leaf_refused(x, u, w):
