@@ -37,6 +37,29 @@ std::string device_name(int device = 0);
 // Waits until every op queued on the device has finished (a host synchronisation).
 void synchronize(int device = 0);
 
+// GPU time between two points of a device's stream, measured by CUDA events: start()
+// and stop() queue an event each and return at once; seconds() waits for the stop event
+// (one host synchronisation, counted in host_sync_count()) and gives the time the GPU
+// spent between them. bench::Timer times each block of runs with one on a GPU, so that
+// the host's own clock and the idle time before the first kernel are not counted.
+// Throws Error without a usable GPU, and from seconds() when start() and stop() were not
+// both called.
+class EventTimer {
+ public:
+  explicit EventTimer(int device = 0);
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  void start();
+  void stop();
+  double seconds();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  int device_ = 0;
+};
+
 // Times the host waited for a GPU, over all devices: item(), printing, copies to the
 // CPU, synchronize() and cuDNN's one-off algorithm search. A training step after
 // warm-up must not move it until its loss is read.

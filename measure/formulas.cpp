@@ -8,11 +8,18 @@
 // FLOPs follow PyTorch's FlopCounterMode where it counts (products: 2 per multiply-add;
 // attention as its two batched products, backward five with the scores recomputed); the rest counts
 // what the math needs, transcendentals as one operation, as written beside each family.
+//
+// What the shapes do not say, the op's typed record does (r.args, autograd/op_args_types.h;
+// for a rule, the forward op's): the pooling window, whether attention was causal (only
+// the pairs it keeps are counted: PyTorch counts them all), a recurrent layer's cell, a
+// norm in eval mode, which gelu. An op that kept no record is counted from its shapes.
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
 
 #include "../autograd/node.h"
+#include "../autograd/op_args_types.h"
 #include "work.h"
 
 namespace reel::bench {
@@ -50,6 +57,23 @@ Dims fwd_shape(const OpRecord& r, size_t i) {
 }
 double gout(const OpRecord& r) { return numel(in(r, 0)); }  // elements of the first incoming gradient
 
+// Elements of a pooling window: the recorded kernel, or (no record: adaptive pooling) the
+// input's elements per output element, exact for windows that tile the input.
+double pool_window(const OpRecord& r, double x, double y) {
+  if (const PoolArgs* p = r.args.get_if<PoolArgs>()) return double(p->kernel[0]) * double(p->kernel[1]);
+  return y > 0 ? x / y : 0;
+}
+
+// The (query, key) pairs of one L x S score matrix attention computes: all, or under a
+// causal mask (key j hidden from query i when j > i, top-left aligned) those with j <= i.
+double attention_pairs(const OpRecord& r, double L, double S) {
+  const AttentionParams* p = r.args.get_if<AttentionParams>();
+  if (!p || !p->causal) return L * S;
+  // sum over i < L of min(i + 1, S): a triangle of side min(L, S), then full rows
+  double tri = std::min(L, S);
+  return tri * (tri + 1) / 2 + std::max(0.0, L - S) * S;
+}
+
 enum class Family {
   view,        // no data moved: 0 FLOPs, 0 bytes
   copy,        // data moved, no arithmetic (gather, cat, dtype conversion, padding)
@@ -65,8 +89,9 @@ enum class Family {
   conv,        // y [N, O, ..] from w [O, C/g, k..]: 2 |y| (C/g) prod(k), + |y| for the bias
   conv_t,      // transposed: x [N, C, ..], w [C, O/g, k..]: 2 |x| (O/g) prod(k)
   attention,   // q [.., L, E], k [.., S, E], v [.., S, Ev]: 2 L S E + 2 L S Ev per batch, softmax 4 L S
-  rnn,         // x [T, B, I], w_ih [G H, I], w_hh [G H, H]: 2 T B G H (I + H), gates ~ (G + 4) H per step
-  pool,        // pooling: one operation per window element per output (window from the output/input ratio)
+               // (L S: the pairs a causal mask keeps)
+  rnn,         // RnnLayerArgs' T, B, I, H and cell (G gates): 2 T B G H (I + H), gates ~ (3 G + 4) H per step
+  pool,        // pooling: one operation per window element per output (PoolArgs' kernel)
   embedding,   // rows gathered: 0 FLOPs; the rows read and written
   transparent, // no work of its own: its parts are counted (backward, checkpoint, hooks)
 };
@@ -155,6 +180,22 @@ const std::unordered_map<std::string_view, Formula>& table() {
   return t;
 }
 
+// Per-element cost of a unary op whose record says which form ran (gelu's tanh form:
+// the cube, two multiply-adds, the tanh and the final product).
+double unary_cost(const OpRecord& r, const Formula& f) {
+  if (const ActivationArgs* a = r.args.get_if<ActivationArgs>())
+    if (a->kind == UnaryOp::gelu_tanh) return 7;
+  return f.cost;
+}
+
+// A norm in eval mode (running statistics): one multiply-add per element, the ReLU's
+// compare where fused; in training the formula's cost.
+double norm_cost(const OpRecord& r, const Formula& f, bool backward) {
+  if (const BatchNormArgs* b = r.args.get_if<BatchNormArgs>())
+    if (!b->training) return (backward ? 1.0 : 2.0) + (f.cost - 7);
+  return backward ? f.bwd_cost : f.cost;
+}
+
 // K of a product a @ b: a's last dim (its only dim for a vector).
 double inner_dim(const Dims& a) { return a.empty() ? 0 : double(a.back()); }
 
@@ -167,12 +208,12 @@ Work forward_work(const OpRecord& r, const Formula& f) {
     case Family::view: w.bytes = 0; break;
     case Family::copy:
     case Family::embedding: break;
-    case Family::unary:
+    case Family::unary: w.flops = unary_cost(r, f) * y; break;
     case Family::binary:
     case Family::softmax: w.flops = f.cost * y; break;
     case Family::reduction:
-    case Family::loss:
-    case Family::norm: w.flops = f.cost * numel(in(r, 0)); break;
+    case Family::loss: w.flops = f.cost * numel(in(r, 0)); break;
+    case Family::norm: w.flops = norm_cost(r, f, false) * numel(in(r, 0)); break;
     case Family::matmul: w.product_flops = 2 * y * inner_dim(in(r, 0).shape()); break;
     case Family::linear:
       w.product_flops = 2 * y * inner_dim(in(r, 0).shape());
@@ -202,29 +243,21 @@ Work forward_work(const OpRecord& r, const Formula& f) {
       const Tensor &q = in(r, 0), &k = in(r, 1), &v = in(r, 2);
       if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2) return w;
       double L = double(q.size(-2)), E = double(q.size(-1)), S = double(k.size(-2)), Ev = double(v.size(-1));
-      double B = numel(q) / (L * E);
-      w.product_flops = 2 * B * L * S * E + 2 * B * L * S * Ev;
-      w.flops = 4 * B * L * S + B * L * E;  // softmax of the scores, the scaling of q
+      double B = numel(q) / (L * E), pairs = B * attention_pairs(r, L, S);
+      w.product_flops = 2 * pairs * E + 2 * pairs * Ev;
+      w.flops = 4 * pairs + B * L * E;  // softmax of the scores, the scaling of q
       break;
     }
     case Family::rnn: {
-      // inputs: x, h0, c0, w_ih, w_hh, b_ih, b_hh (autograd/ops_rnn.cpp's record)
-      const Tensor &x = in(r, 0), &wih = in(r, 3), &whh = in(r, 4);
-      if (x.dim() != 3 || wih.dim() != 2 || whh.dim() != 2) return w;
-      double T = double(x.size(0)), B = double(x.size(1)), I = double(x.size(2));
-      double GH = double(whh.size(0)), H = double(whh.size(1));
+      const RnnLayerArgs* a = r.args.get_if<RnnLayerArgs>();
+      if (!a) return w;
+      double T = double(a->T), B = double(a->B), I = double(a->I), H = double(a->H);
+      double GH = double(rnn_gates(a->mode)) * H;
       w.product_flops = 2 * T * B * GH * (I + H);
       w.flops = T * B * (2 * GH + GH + 4 * H);  // two bias adds and a nonlinearity per gate, the state update
       break;
     }
-    case Family::pool: {
-      // max/avg over each window: the window's size is the input's elements per output
-      // element (exact for windows that tile the input; an overlapping 3x3/2 window
-      // counts 4 rather than 9)
-      double x = numel(in(r, 0));
-      w.flops = y > 0 ? x : 0;
-      break;
-    }
+    case Family::pool: w.flops = y * pool_window(r, numel(in(r, 0)), y); break;  // a compare or add per window element
     case Family::transparent: break;
   }
   w.flops += w.product_flops;
@@ -250,10 +283,12 @@ Work backward_work(const OpRecord& r, const Formula& f) {
     case Family::unary:
     case Family::softmax:
     case Family::norm:
-    case Family::loss:
+    case Family::loss: {
+      const double cost = f.family == Family::norm ? norm_cost(r, f, true) : f.bwd_cost;
       for (size_t i = 0; i < r.outputs.size(); ++i)
-        if (given(i)) w.flops += f.bwd_cost * numel(out(r, i));
+        if (given(i)) w.flops += cost * numel(out(r, i));
       break;
+    }
     case Family::binary:
     case Family::reduction:
       // each gradient given: the rule's multiply per element, and a sum where it was broadcast
@@ -295,23 +330,30 @@ Work backward_work(const OpRecord& r, const Formula& f) {
       Dims q = fwd_shape(r, 0), k = fwd_shape(r, 1), v = fwd_shape(r, 2);
       if (q.size() < 2 || k.size() < 2 || v.size() < 2) return w;
       double L = double(q[q.size() - 2]), E = double(q.back()), S = double(k[k.size() - 2]), Ev = double(v.back());
-      double B = numel(q) / (L * E);
+      double B = numel(q) / (L * E), pairs = B * attention_pairs(r, L, S);
       // S = Q K^T again (a flash-style backward, reel's, recomputes P rather than keep it),
       // dV = P^T dY, dP = dY V^T, dQ = dS K, dK = dS^T Q: five products, as PyTorch counts
-      w.product_flops = 2 * B * L * S * (3 * E + 2 * Ev);
-      w.flops = 3 * B * L * S;  // dS = P (dP - rowsum(dY Y))
+      w.product_flops = 2 * pairs * (3 * E + 2 * Ev);
+      w.flops = 3 * pairs;  // dS = P (dP - rowsum(dY Y))
       break;
     }
     case Family::rnn: {
-      Dims x = fwd_shape(r, 0), whh = fwd_shape(r, 4);
-      if (x.size() != 3 || whh.size() != 2) return w;
-      double T = double(x[0]), B = double(x[1]), I = double(x[2]), GH = double(whh[0]), H = double(whh[1]);
+      const RnnLayerArgs* a = r.args.get_if<RnnLayerArgs>();
+      if (!a) return w;
+      double T = double(a->T), B = double(a->B), I = double(a->I), H = double(a->H);
+      double GH = double(rnn_gates(a->mode)) * H;
       // dX and dh through the gates, dW_ih and dW_hh: twice the forward's products
       w.product_flops = 4 * T * B * GH * (I + H);
       w.flops = 2 * T * B * (2 * GH + GH + 4 * H);
       break;
     }
-    case Family::pool: w.flops = numel(out(r, 0)); break;  // each input gradient element gets its share once
+    case Family::pool: {
+      // max: each output's gradient added to one input; avg: spread over its window
+      const PoolArgs* p = r.args.get_if<PoolArgs>();
+      const bool max = std::string_view(r.op).find("max") != std::string_view::npos;
+      w.flops = max ? g : g * (p ? double(p->kernel[0]) * double(p->kernel[1]) : numel(out(r, 0)) / std::max(g, 1.0));
+      break;
+    }
     case Family::transparent: break;
   }
   w.flops += w.product_flops;
@@ -323,6 +365,9 @@ Work backward_work(const OpRecord& r, const Formula& f) {
 std::optional<Work> op_work(const OpRecord& r) {
   auto it = table().find(std::string_view(r.op));
   if (it == table().end() || it->second.family == Family::transparent) return std::nullopt;
+  // rnn() wraps its layers under the layer's own name ("lstm") but keeps no RnnLayerArgs:
+  // the layers inside it carry the work
+  if (it->second.family == Family::rnn && !r.args.get_if<RnnLayerArgs>()) return std::nullopt;
   return r.phase == Phase::forward ? forward_work(r, it->second) : backward_work(r, it->second);
 }
 

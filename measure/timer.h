@@ -11,9 +11,10 @@
 //   auto ms = reel::bench::interleaved({{"dense", dense_step}, {"conv1x1", conv_step}});
 //   reel::bench::Ratio r = reel::bench::ratio(ms, "dense", "conv1x1");  // median and quartiles
 //
-// A block is timed as a whole: the device (TimerOptions::device) is synchronised before
-// and after each block, never inside it, so a GPU's queue stays full and the host's
-// launch cost overlaps the kernels as it does in training. Medians are per run (a block's
+// A block is timed as a whole: on a GPU (TimerOptions::device) the device is synchronised
+// before each block and the block timed by CUDA events queued around it (the host waits
+// once, at its end, never inside it), so a GPU's queue stays full and the host's launch
+// cost overlaps the kernels as it does in training. Medians are per run (a block's
 // time divided by its runs). Errors (a body that throws, zero runs, no variants) are
 // reel::Error naming what was expected.
 #pragma once
@@ -28,7 +29,7 @@ namespace reel::bench {
 
 struct TimerOptions {
   std::string label{};            // the name reported ("" prints "body")
-  Device device = kCPU;         // synchronised before and after each block (a CUDA device)
+  Device device = kCPU;         // a CUDA device: synchronised before each block, timed by events
   int threads = 0;              // the CPU pool's threads while measuring; 0: the current count, held fixed
   int warmup_runs = 1;          // runs before timing (first-call costs, algorithm search, allocator growth)
   double warmup_s = 0.0;        // and at least this long
@@ -48,7 +49,7 @@ struct Measurement {
   int64_t runs_per_block = 0;
   int64_t blocks = 0, runs = 0;
   double median = 0, q1 = 0, q3 = 0, iqr = 0, min = 0, max = 0, mean = 0;  // seconds per run
-  double overhead_s = 0;  // the clock (and device sync) cost per block, measured before timing
+  double overhead_s = 0;  // an empty block's time (clock or events, and the sync), measured before timing
   bool noisy = false;
   std::string noise_reason{};  // why noisy: the spread, too few blocks, the load of the machine
 
@@ -111,9 +112,10 @@ struct PhaseMeasurement {
   Measurement forward, backward, step, total;
   std::string str() const;  // one line per phase, with its share of the total
 };
-// Times whole steps, reading the clock (after a device sync) at each phase's end: a sync
-// per phase boundary rather than per block, which phases cannot avoid. The step's runs
-// are the blocks (runs_per_block 1).
+// Times whole steps phase by phase: the clock at each phase's end on the CPU; on a GPU,
+// CUDA events between the phases, with one wait per step (after the step is queued), so
+// the phases overlap on the GPU as they do in training. The step's runs are the blocks
+// (runs_per_block 1).
 PhaseMeasurement measure_phases(const StepPhases& phases, TimerOptions opt = {});
 
 // ---- memory

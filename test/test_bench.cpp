@@ -275,6 +275,64 @@ TEST_CASE("bench WorkCounter: the CNN, a ResNet block and a GPT block against th
   }
 }
 
+TEST_CASE("bench WorkCounter: what the shapes do not say comes from the ops' typed records", "[bench]") {
+  auto forward_flops = [](const std::function<void()>& f) {
+    rb::WorkCounter count;
+    f();
+    count.stop();
+    return count.forward().flops;
+  };
+  SECTION("an overlapping pooling window: 9 per output, not the input/output ratio") {
+    Tensor x = rand({1, 1, 8, 8});
+    // 3x3 stride 2 padding 1: 4x4 outputs of 9 each (the ratio would say 4)
+    CHECK(forward_flops([&] { (void)max_pool2d(x, {.kernel = 3, .stride = 2, .padding = 1}); }) == 16 * 9);
+    CHECK(forward_flops([&] { (void)avg_pool2d(x, {.kernel = 3, .stride = 2, .padding = 1}); }) == 16 * 9);
+    CHECK(forward_flops([&] { (void)max_pool2d(x, {.kernel = 2}); }) == 16 * 4);
+  }
+  SECTION("causal attention: only the pairs the mask keeps") {
+    const double L = 6, E = 4;
+    Tensor q = rand({2, 3, 6, 4}), k = rand({2, 3, 6, 4}), v = rand({2, 3, 6, 4});
+    rb::WorkCounter full;
+    (void)scaled_dot_product_attention(q, k, v);
+    full.stop();
+    rb::WorkCounter causal;
+    (void)scaled_dot_product_attention(q, k, v, {.is_causal = true});
+    causal.stop();
+    const double B = 6, kept = L * (L + 1) / 2;  // 21 of 36 pairs
+    CHECK(full.forward().product_flops == 4 * B * L * L * E);
+    CHECK(causal.forward().product_flops == 4 * B * kept * E);
+    // more queries than keys: the first S rows are the triangle, the rest full rows
+    Tensor q2 = rand({1, 1, 5, 4}), k2 = rand({1, 1, 3, 4}), v2 = rand({1, 1, 3, 4});
+    rb::WorkCounter tall;
+    (void)scaled_dot_product_attention(q2, k2, v2, {.is_causal = true});
+    tall.stop();
+    CHECK(tall.forward().product_flops == 4 * (6 + 2 * 3) * 4.0);
+  }
+  SECTION("an LSTM layer's gates come from its record") {
+    const int64_t T = 4, B = 2, I = 3, H = 5;
+    nn::LSTM lstm(I, H);
+    Tensor x = rand({T, B, I}).requires_grad_();
+    rb::WorkCounter count;
+    lstm(x).sum().backward();
+    count.stop();
+    const double products = 2.0 * T * B * 4 * H * (I + H);
+    CHECK(count.forward().product_flops == products);
+    CHECK(count.backward().product_flops == 2 * products);
+  }
+  SECTION("batch norm in eval mode is one multiply-add per element") {
+    nn::BatchNorm2d bn(3);
+    Tensor x = rand({2, 3, 4, 4});
+    CHECK(forward_flops([&] { (void)bn(x); }) == 7.0 * 96);
+    bn.eval();
+    CHECK(forward_flops([&] { (void)bn(x); }) == 2.0 * 96);
+  }
+  SECTION("gelu's tanh form costs more than its erf form") {
+    Tensor x = rand({10});
+    CHECK(forward_flops([&] { (void)gelu(x); }) == 40);
+    CHECK(forward_flops([&] { (void)gelu(x, "tanh"); }) == 70);
+  }
+}
+
 TEST_CASE("bench WorkCounter: ops without a formula are listed, not counted as zero", "[bench]") {
   Tensor x = rand({64});
   rb::WorkCounter count;

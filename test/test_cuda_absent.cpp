@@ -71,3 +71,10 @@ TEST_CASE("cuda::Graph without a GPU throws an Error saying why, and never runs 
   CHECK_THAT(error_of([] { cuda::Graph(1).capture([] {}); }), Catch::Contains("cuda:1"));
   g.reset();
 }
+
+TEST_CASE("cuda::EventTimer without a GPU throws an Error saying why", "[cuda][bench]") {
+  if (cuda::is_available()) return;
+  std::string e = error_of([] { cuda::EventTimer t; });
+  CHECK_THAT(e, Catch::Contains("cuda::EventTimer") && Catch::Contains("cuda:0"));
+  CHECK_THAT(error_of([] { cuda::EventTimer t(1); }), Catch::Contains("cuda:1"));
+}
