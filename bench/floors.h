@@ -38,8 +38,10 @@ inline const reel::bench::MachinePeak& machine(const Target& t) {
 // The JSON fields that name the probe: "probe_gbs": 41.3, "probe": "STREAM triad, ..."
 inline std::string probe_fields(const reel::bench::MachinePeak& p) {
   char s[256];
-  std::snprintf(s, sizeof s, "\"probe_gbs\": %.4g, \"probe_gflops\": %.4g, \"probe\": \"STREAM %s; oneDNN GEMM\"",
-                p.bandwidth_gbs, p.f32_gflops, p.bandwidth_kernel.c_str());
+  std::snprintf(s, sizeof s,
+                "\"probe_gbs\": %.4g, \"probe_inplace_add_gbs\": %.4g, \"probe_gflops\": %.4g, "
+                "\"probe\": \"STREAM %s; oneDNN GEMM\"",
+                p.bandwidth_gbs, p.inplace_add_gbs, p.f32_gflops, p.bandwidth_kernel.c_str());
   return s;
 }
 

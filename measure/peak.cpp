@@ -133,7 +133,7 @@ void stream_kernel(float* dst, const float* a, const float* b, float x, float y,
 }
 
 struct StreamResult {
-  double copy = 0, scale = 0, add = 0, triad = 0, best = 0;
+  double copy = 0, scale = 0, add = 0, triad = 0, inplace_add = 0, best = 0;
   std::string best_kernel;
 };
 
@@ -149,16 +149,22 @@ StreamResult stream_probe(int64_t bytes, int threads, double seconds) {
     double* out;
     std::function<void(bool)> run;
     int streams;  // arrays touched: STREAM counts each once
+    bool nt_too;  // also with non-temporal stores
   };
   const float s = 3.f;
   std::vector<Kernel> kernels = {
-      {"copy", &r.copy, [&](bool nt) { stream_kernel(c.p, a.p, nullptr, 1.f, 0.f, n, nt, threads); }, 2},
-      {"scale", &r.scale, [&](bool nt) { stream_kernel(b.p, c.p, nullptr, s, 0.f, n, nt, threads); }, 2},
-      {"add", &r.add, [&](bool nt) { stream_kernel(c.p, a.p, b.p, 1.f, 1.f, n, nt, threads); }, 3},
-      {"triad", &r.triad, [&](bool nt) { stream_kernel(a.p, c.p, b.p, s, 1.f, n, nt, threads); }, 3},
+      {"copy", &r.copy, [&](bool nt) { stream_kernel(c.p, a.p, nullptr, 1.f, 0.f, n, nt, threads); }, 2, true},
+      {"scale", &r.scale, [&](bool nt) { stream_kernel(b.p, c.p, nullptr, s, 0.f, n, nt, threads); }, 2, true},
+      {"add", &r.add, [&](bool nt) { stream_kernel(c.p, a.p, b.p, 1.f, 1.f, n, nt, threads); }, 3, true},
+      {"triad", &r.triad, [&](bool nt) { stream_kernel(a.p, c.p, b.p, s, 1.f, n, nt, threads); }, 3, true},
+      // c += b: the in-place pattern (a += b, an optimizer's update); the output is a line
+      // just read, so regular stores only (non-temporal ones would evict it to no gain)
+      {"add in place", &r.inplace_add, [&](bool nt) { stream_kernel(c.p, c.p, b.p, 1.f, 1.f, n, nt, threads); }, 3,
+       false},
   };
   for (const Kernel& k : kernels)
     for (bool nt : {false, true}) {
+      if (nt && !k.nt_too) continue;
       k.run(nt);  // warm-up pass
       double best = 1e30, t_end = now_s() + seconds;
       for (int rep = 0; rep < 3 || now_s() < t_end; ++rep) {
@@ -254,9 +260,9 @@ void write_cache(const std::string& path, const MachinePeak& p) {
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   std::string text = fmt::format(
       "key {}\ndevice {}\nmodel {}\nflags {}\nlibrary {}\nthreads {}\nbandwidth_gbs {}\ncopy_gbs {}\nscale_gbs {}\n"
-      "add_gbs {}\ntriad_gbs {}\nbandwidth_kernel {}\nf32_gflops {}\nbf16_gflops {}\nprobe {}\nmeasured {}\n",
+      "add_gbs {}\ntriad_gbs {}\ninplace_add_gbs {}\nbandwidth_kernel {}\nf32_gflops {}\nbf16_gflops {}\nprobe {}\nmeasured {}\n",
       p.key, p.device, p.model, p.flags, p.library, p.threads, p.bandwidth_gbs, p.copy_gbs, p.scale_gbs, p.add_gbs,
-      p.triad_gbs, p.bandwidth_kernel, p.f32_gflops, p.bf16_gflops, p.probe, date);
+      p.triad_gbs, p.inplace_add_gbs, p.bandwidth_kernel, p.f32_gflops, p.bf16_gflops, p.probe, date);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   try {  // a cache that cannot be written is no error: the next call measures again
@@ -282,6 +288,7 @@ bool read_cache(const std::string& path, const std::string& key, MachinePeak& p)
     p.bandwidth_gbs = std::stod(kv.at("bandwidth_gbs"));
     p.copy_gbs = std::stod(kv.at("copy_gbs")), p.scale_gbs = std::stod(kv.at("scale_gbs"));
     p.add_gbs = std::stod(kv.at("add_gbs")), p.triad_gbs = std::stod(kv.at("triad_gbs"));
+    p.inplace_add_gbs = std::stod(kv.at("inplace_add_gbs"));  // absent from older files: measured again
     p.bandwidth_kernel = kv["bandwidth_kernel"];
     p.f32_gflops = std::stod(kv.at("f32_gflops")), p.bf16_gflops = std::stod(kv.at("bf16_gflops"));
     p.probe = kv["probe"];
@@ -303,6 +310,7 @@ MachinePeak measure_cpu(const PeakOptions& opt, int threads) {
   if (bytes <= 0) bytes = std::clamp<int64_t>(2 * last_level_cache_bytes(), int64_t(64) << 20, int64_t(512) << 20);
   StreamResult s = stream_probe(bytes, threads, opt.seconds);
   p.copy_gbs = s.copy, p.scale_gbs = s.scale, p.add_gbs = s.add, p.triad_gbs = s.triad;
+  p.inplace_add_gbs = s.inplace_add;
   p.bandwidth_gbs = s.best;
   p.bandwidth_kernel = s.best_kernel;
   std::vector<int64_t> sizes = opt.gemm_size > 0 ? std::vector<int64_t>{opt.gemm_size} : std::vector<int64_t>{1024, 2048};
@@ -313,7 +321,7 @@ MachinePeak measure_cpu(const PeakOptions& opt, int threads) {
   std::string sz;
   for (int64_t n : sizes) sz += (sz.empty() ? "" : ", ") + std::to_string(n) + "^3";
   p.probe = fmt::format("STREAM copy/scale/add/triad on 3 x {} MiB arrays (LLC {} MiB), regular and non-temporal "
-                        "stores, best run, {} threads; oneDNN matmul {} (plain and blocked weights), best run",
+                        "stores, and add in place (regular stores), best run, {} threads; oneDNN matmul {} (plain and blocked weights), best run",
                         bytes >> 20, last_level_cache_bytes() >> 20, threads, sz);
   return p;
 }
@@ -368,9 +376,9 @@ double MachinePeak::ridge(DType dt) const { return bandwidth_gbs > 0 ? gflops(dt
 
 std::string MachinePeak::str() const {
   std::string s = fmt::format("{} ({}), {} threads, {}\n", model, flags.empty() ? device : flags, threads, library);
-  s += fmt::format("  memory {} GB/s ({}; copy {}, scale {}, add {}, triad {}), f32 {} GFLOP/s", format_sig(bandwidth_gbs),
-                   bandwidth_kernel, format_sig(copy_gbs), format_sig(scale_gbs), format_sig(add_gbs),
-                   format_sig(triad_gbs), format_sig(f32_gflops));
+  s += fmt::format("  memory {} GB/s ({}; copy {}, scale {}, add {}, triad {}, add in place {}), f32 {} GFLOP/s",
+                   format_sig(bandwidth_gbs), bandwidth_kernel, format_sig(copy_gbs), format_sig(scale_gbs),
+                   format_sig(add_gbs), format_sig(triad_gbs), format_sig(inplace_add_gbs), format_sig(f32_gflops));
   s += bf16_gflops > 0 ? fmt::format(", bf16 {} GFLOP/s", format_sig(bf16_gflops)) : std::string(", no native bf16");
   s += "\n  source: " + source + "\n";
   return s;

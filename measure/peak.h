@@ -35,9 +35,10 @@ struct MachinePeak {
   std::string library{};      // "reel 0.1.0, oneDNN 2.6.0"
   int threads = 0;
   // memory bandwidth, GB/s (1e9 bytes), STREAM's counting (no write-allocate traffic)
-  double bandwidth_gbs = 0;  // the best of the four kernels: the floor for memory-bound work
+  double bandwidth_gbs = 0;  // the best of the kernels: the floor for memory-bound work
   std::string bandwidth_kernel{};  // which one set it: "triad, non-temporal stores"
   double copy_gbs = 0, scale_gbs = 0, add_gbs = 0, triad_gbs = 0;  // each the best of both store kinds
+  double inplace_add_gbs = 0;  // c[i] += b[i], regular stores: the floor's own form of a += b
   double f32_gflops = 0;   // dense f32 products
   double bf16_gflops = 0;  // bf16 products with f32 accumulation; 0 where the CPU has no native bf16
   std::string probe{};       // how it was measured ("STREAM 3 x 256 MiB, ...; oneDNN matmul 2048^3 ...")

@@ -406,7 +406,8 @@ TEST_CASE("bench machine_peak: probes, the cache file, another key measured agai
   CHECK(p.source.find("measured now") == 0);
   CHECK(p.bandwidth_gbs > 0);
   CHECK(p.bandwidth_gbs >= p.triad_gbs);
-  CHECK(p.bandwidth_gbs == std::max({p.copy_gbs, p.scale_gbs, p.add_gbs, p.triad_gbs}));
+  CHECK(p.inplace_add_gbs > 0);
+  CHECK(p.bandwidth_gbs == std::max({p.copy_gbs, p.scale_gbs, p.add_gbs, p.triad_gbs, p.inplace_add_gbs}));
   CHECK(p.f32_gflops > 1);
   CHECK(p.threads >= 1);
   CHECK(!p.bandwidth_kernel.empty());
