@@ -67,12 +67,14 @@ void check_body(const std::function<void()>& body, const std::string& label) {
   if (!body) throw Error(fmt::format("bench: variant '{}' has no body (expected a callable)", label));
 }
 
-// Seconds for one block of `runs` runs. On a GPU: the device synchronised before, and
-// the GPU's time from an event queued before the first run to one after the last (the
-// host's queueing ahead of the GPU is not counted; its falling behind is).
-double time_block(const std::function<void()>& body, int64_t runs, Device dev, const std::string& label) {
+// Seconds for one block of `runs` runs, the device synchronised before. On a GPU with
+// cuda_events: the GPU's time from an event queued before the first run to one after the
+// last (the host's queueing ahead of the GPU is not counted; its falling behind is); else
+// the host's clock to the sync after the last run.
+double time_block(const std::function<void()>& body, int64_t runs, const TimerOptions& opt, const std::string& label) {
+  const Device dev = opt.device;
   sync(dev);
-  if (dev.is_cuda()) {
+  if (dev.is_cuda() && opt.cuda_events) {
     cuda::EventTimer events(dev.index);
     events.start();
     for (int64_t i = 0; i < runs; ++i) run_body(body, label, "timing");
@@ -81,13 +83,14 @@ double time_block(const std::function<void()>& body, int64_t runs, Device dev, c
   }
   double t0 = now_s();
   for (int64_t i = 0; i < runs; ++i) run_body(body, label, "timing");
+  sync(dev);
   return now_s() - t0;
 }
 
 // The cost the timer adds to each block, timing an empty one (median of 31).
-double block_overhead(Device dev) {
+double block_overhead(const TimerOptions& opt) {
   std::vector<double> v;
-  for (int i = 0; i < 31; ++i) v.push_back(time_block([] {}, 0, dev, "overhead"));
+  for (int i = 0; i < 31; ++i) v.push_back(time_block([] {}, 0, opt, "overhead"));
   std::nth_element(v.begin(), v.begin() + 15, v.end());
   return v[15];
 }
@@ -104,7 +107,7 @@ int64_t autorange_impl(const std::function<void()>& body, const TimerOptions& op
   const double target = overhead / opt.overhead_fraction;
   int64_t n = 1;
   for (;;) {
-    double t = time_block(body, n, opt.device, opt.label);
+    double t = time_block(body, n, opt, opt.label);
     if (t >= target || n >= (int64_t(1) << 30)) return n;
     // aim 20% past the target from the rate seen, growing at most 10x and at least 2x a step
     double want = t > 0 ? double(n) * target / t * 1.2 : double(n) * 10;
@@ -215,7 +218,7 @@ int64_t Timer::autorange(const std::function<void()>& body, double* overhead_s) 
   check_body(body, opt_.label);
   FixedThreads threads(opt_.threads);
   warm_up(body, opt_, opt_.label);
-  double ov = block_overhead(opt_.device);
+  double ov = block_overhead(opt_);
   if (overhead_s) *overhead_s = ov;
   return autorange_impl(body, opt_, ov);
 }
@@ -224,12 +227,12 @@ Measurement Timer::measure(const std::function<void()>& body) const {
   check_body(body, opt_.label);
   FixedThreads threads(opt_.threads);
   warm_up(body, opt_, opt_.label);
-  double ov = block_overhead(opt_.device);
+  double ov = block_overhead(opt_);
   int64_t n = autorange_impl(body, opt_, ov);
   std::vector<double> per_run;
   double total = 0;
   while ((int(per_run.size()) < opt_.min_blocks || total < opt_.min_run_s) && int(per_run.size()) < opt_.max_blocks) {
-    double t = time_block(body, n, opt_.device, opt_.label);
+    double t = time_block(body, n, opt_, opt_.label);
     total += t;
     per_run.push_back(t / double(n));
   }
@@ -248,8 +251,8 @@ Measurement Timer::timeit(const std::function<void()>& body, int64_t runs) const
   if (runs < 1) throw Error(fmt::format("bench::Timer::timeit: expected at least 1 run, got {}", runs));
   FixedThreads threads(opt_.threads);
   warm_up(body, opt_, opt_.label);
-  double ov = block_overhead(opt_.device);
-  double t = time_block(body, runs, opt_.device, opt_.label);
+  double ov = block_overhead(opt_);
+  double t = time_block(body, runs, opt_, opt_.label);
   Measurement m = summarize({t / double(runs)}, opt_.noise_threshold);
   m.noisy = false;  // one block by request: no quartiles to judge
   m.noise_reason.clear();
@@ -269,7 +272,7 @@ std::vector<Measurement> interleaved(const std::vector<Variant>& variants, Timer
   for (const Variant& v : variants) check_body(v.body, v.name);
   Timer check(opt);  // validates the options
   FixedThreads threads(opt.threads);
-  double ov = block_overhead(opt.device);
+  double ov = block_overhead(opt);
   std::vector<int64_t> n;
   for (const Variant& v : variants) {
     TimerOptions o = opt;
@@ -286,7 +289,7 @@ std::vector<Measurement> interleaved(const std::vector<Variant>& variants, Timer
   };
   while (!done() && int(per_run[0].size()) < opt.max_blocks) {
     for (size_t i = 0; i < variants.size(); ++i) {  // one round: a block of each, in order
-      double t = time_block(variants[i].body, n[i], opt.device, variants[i].name);
+      double t = time_block(variants[i].body, n[i], opt, variants[i].name);
       total[i] += t;
       per_run[i].push_back(t / double(n[i]));
     }
@@ -351,7 +354,8 @@ PhaseMeasurement measure_phases(const StepPhases& p, TimerOptions opt) {
   while ((int(t.size()) < opt.min_blocks || total < opt.min_run_s) && int(t.size()) < opt.max_blocks) {
     double tf, tb, ts;
     sync(opt.device);
-    if (opt.device.is_cuda()) {  // events between the phases: the host waits once, after the step is queued
+    // events between the phases: the host waits once, after the whole step is queued
+    if (opt.device.is_cuda() && opt.cuda_events) {
       cuda::EventTimer ef(opt.device.index), eb(opt.device.index), es(opt.device.index);
       ef.start();
       run_body(p.forward, "forward", "timing");
@@ -362,12 +366,15 @@ PhaseMeasurement measure_phases(const StepPhases& p, TimerOptions opt) {
       es.stop();
       tf = ef.seconds(), tb = eb.seconds(), ts = es.seconds();
     } else {
-      double t0 = now_s();
+      double t0 = now_s();  // a sync (a no-op on the CPU) before each clock read
       run_body(p.forward, "forward", "timing");
+      sync(opt.device);
       double t1 = now_s();
       run_body(p.backward, "backward", "timing");
+      sync(opt.device);
       double t2 = now_s();
       step();
+      sync(opt.device);
       double t3 = now_s();
       tf = t1 - t0, tb = t2 - t1, ts = t3 - t2;
     }

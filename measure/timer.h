@@ -12,9 +12,9 @@
 //   reel::bench::Ratio r = reel::bench::ratio(ms, "dense", "conv1x1");  // median and quartiles
 //
 // A block is timed as a whole: on a GPU (TimerOptions::device) the device is synchronised
-// before each block and the block timed by CUDA events queued around it (the host waits
-// once, at its end, never inside it), so a GPU's queue stays full and the host's launch
-// cost overlaps the kernels as it does in training. Medians are per run (a block's
+// before and after each block (or, with cuda_events, the block timed by CUDA events queued
+// around it), never inside it, so a GPU's queue stays full and the host's launch cost
+// overlaps the kernels as it does in training. Medians are per run (a block's
 // time divided by its runs). Errors (a body that throws, zero runs, no variants) are
 // reel::Error naming what was expected.
 #pragma once
@@ -29,7 +29,7 @@ namespace reel::bench {
 
 struct TimerOptions {
   std::string label{};            // the name reported ("" prints "body")
-  Device device = kCPU;         // a CUDA device: synchronised before each block, timed by events
+  Device device = kCPU;         // a CUDA device: synchronised around each block, never inside
   int threads = 0;              // the CPU pool's threads while measuring; 0: the current count, held fixed
   int warmup_runs = 1;          // runs before timing (first-call costs, algorithm search, allocator growth)
   double warmup_s = 0.0;        // and at least this long
@@ -39,6 +39,10 @@ struct TimerOptions {
   double overhead_fraction = 1e-4;  // a block grows until the clock's cost is at most this share of it
   int64_t runs_per_block = 0;   // > 0: fixed block size, no autorange
   double noise_threshold = 0.10;  // IQR / median above this sets Measurement::noisy
+  // A GPU's blocks (and measure_phases' phases) timed by CUDA events (cuda::EventTimer)
+  // rather than the host's clock around a sync. Off until a GPU has measured it against
+  // the clock (issue 46's pack runs test/cuda/test_cuda_bench.cpp with both).
+  bool cuda_events = false;
 };
 
 struct Measurement {
@@ -112,9 +116,8 @@ struct PhaseMeasurement {
   Measurement forward, backward, step, total;
   std::string str() const;  // one line per phase, with its share of the total
 };
-// Times whole steps phase by phase: the clock at each phase's end on the CPU; on a GPU,
-// CUDA events between the phases, with one wait per step (after the step is queued), so
-// the phases overlap on the GPU as they do in training. The step's runs are the blocks
+// Times whole steps phase by phase: the clock at each phase's end (after a device sync on
+// a GPU); with cuda_events, CUDA events between the phases and one wait per step. The step's runs are the blocks
 // (runs_per_block 1).
 PhaseMeasurement measure_phases(const StepPhases& phases, TimerOptions opt = {});
 

@@ -31,12 +31,14 @@ TEST_CASE("cuda::EventTimer measures the GPU's time between its two events", "[c
   CHECK(s > 0.5 * host);  // the GPU was busy most of the time the host waited
 }
 
-TEST_CASE("bench::Timer on a GPU waits once per block, not per run", "[cuda][bench]") {
+TEST_CASE("bench::Timer on a GPU waits once per block, not per run, and events agree with the clock",
+          "[cuda][bench]") {
   Tensor a = randn({512, 512}, {.device = kGpu});
   Tensor c;
   auto body = [&] { c = matmul(a, a); };
+  const bool events = GENERATE(false, true);
   bench::Timer timer({.device = kGpu, .warmup_runs = 3, .min_run_s = 0, .min_blocks = 4, .max_blocks = 4,
-                      .runs_per_block = 50});
+                      .runs_per_block = 50, .cuda_events = events});
   const uint64_t before = cuda::host_sync_count();
   bench::Measurement m = timer.measure(body);
   const uint64_t waits = cuda::host_sync_count() - before;
@@ -46,4 +48,9 @@ TEST_CASE("bench::Timer on a GPU waits once per block, not per run", "[cuda][ben
   // the warm-up's wait, the overhead probe's 31 empty blocks and the 4 blocks: two each
   CHECK(waits <= 1 + 2 * (31 + 4));
   CHECK(waits < uint64_t(m.runs));
+  // the two ways agree on a GPU-bound body to within the host's launch cost
+  bench::Measurement other = bench::Timer({.device = kGpu, .warmup_runs = 3, .min_run_s = 0, .min_blocks = 4,
+                                           .max_blocks = 4, .runs_per_block = 50, .cuda_events = !events})
+                                 .measure(body);
+  CHECK(m.median == Approx(other.median).epsilon(0.25));
 }
