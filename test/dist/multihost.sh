@@ -100,12 +100,13 @@ echo "  two hosts: $(grep -o '[0-9]* img/s' two_hosts.log | tail -1), whole job 
   "one host: $(grep -o '[0-9]* img/s' one_host.log | tail -1), whole job ${one_s%.*} s"
 # REEL_MULTIHOST_SWEEP=<bench_w13_ddp>: also the all-reduce alone, 4 B to 64 MiB, one rank a
 # host (TCP between them) and two ranks on one host (shared memory): docs/distributed.md's
-# latency and bandwidth figures
+# latency and bandwidth figures. REEL_MULTIHOST_MCA: more mpirun options for the TCP sweep
+# ("--mca mpi_event_tick_rate 0"), to try OpenMPI's progress settings.
 if [ -n "$sweep" ]; then
   echo "all-reduce alone, 1 rank on each of 2 hosts (TCP):"
   timeout 300 ip netns exec "$a" unshare --uts sh -c 'hostname reel-host-a; exec "$@"' sh \
     "$mpirun" -H reel-host-a:1,reel-host-b:1 --mca plm_rsh_agent "$agent" \
-    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" \
+    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" ${REEL_MULTIHOST_MCA:-} \
     -x OMP_NUM_THREADS "$sweep" --only sweep --reps 1 2>&1 | grep -v '^W13'
   echo "all-reduce alone, 2 ranks on one host (shared memory):"
   timeout 300 "$mpirun" -np 2 "$sweep" --only sweep --reps 1 2>&1 | grep -v '^W13'
