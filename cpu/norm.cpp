@@ -271,7 +271,9 @@ void bn_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_i
   T* Y = static_cast<T*>(out.data_ptr());
 #pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
   for (int64_t c = 0; c < C; ++c) {
-    auto [scale, shift] = f.coefficients(c);
+    // plain names, not a structured binding: clang's OpenMP cannot capture one in a lambda
+    const std::pair<T, T> coef = f.coefficients(c);
+    const T scale = coef.first, shift = coef.second;
     auto affine = [scale, shift](T v) {
       T y = v * scale + shift;
       if constexpr (Relu) y = relu_bits(y);

@@ -107,7 +107,9 @@ Module& Module::child_at(const Child& c) const {
 }
 
 void Module::check_not_local(const char* fn, const std::string& name, const void* member) const {
-  auto [low, high] = thread_stack();
+  // plain names, not a structured binding: clang's OpenMP mode cannot capture one in a lambda
+  const auto stack = thread_stack();
+  const char *low = stack.first, *high = stack.second;
   auto on_stack = [&](const void* p) { return low <= static_cast<const char*>(p) && static_cast<const char*>(p) < high; };
   const char* self = static_cast<const char*>(dynamic_cast<const void*>(this));
   if (on_stack(member) && !(on_stack(self) && static_cast<const char*>(member) > self))

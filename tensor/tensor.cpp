@@ -41,10 +41,12 @@ T read_as(const void* p, DType dt) {
   return T();
 }
 
-// The values of a CPU tensor as doubles, row-major, whatever its strides.
-std::vector<double> values_as_double(const Tensor& t) {
+// The values of a tensor as T, row-major, whatever its strides: each element converted
+// once from its own dtype (an i64 above 2^53 read as i64 stays exact).
+template <typename T>
+std::vector<T> values_as(const Tensor& t) {
   Tensor c = t.device().is_cpu() ? t : t.cpu();
-  std::vector<double> out(size_t(c.numel()));
+  std::vector<T> out(size_t(c.numel()));
   if (out.empty()) return out;
   const char* base = static_cast<const char*>(c.storage()->data()) + c.offset() * int64_t(c.element_size());
   int nd = c.dim();
@@ -52,7 +54,7 @@ std::vector<double> values_as_double(const Tensor& t) {
   for (size_t k = 0; k < out.size(); ++k) {
     int64_t off = 0;
     for (int d = 0; d < nd; ++d) off += idx[d] * c.strides()[d];
-    out[k] = read_as<double>(base + off * int64_t(c.element_size()), c.dtype());
+    out[k] = read_as<T>(base + off * int64_t(c.element_size()), c.dtype());
     for (int d = nd - 1; d >= 0; --d) {
       if (++idx[d] < c.shape()[d]) break;
       idx[d] = 0;
@@ -116,10 +118,7 @@ T Tensor::item() const {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   if (!defined()) throw Error("to_vector: the tensor is undefined");
-  std::vector<double> v = values_as_double(*this);
-  std::vector<T> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = T(v[i]);
-  return out;
+  return values_as<T>(*this);
 }
 
 #define REEL_INSTANTIATE(T)                        \
@@ -471,7 +470,7 @@ void print_rec(std::ostringstream& os, const std::vector<double>& v, const Dims&
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
-  std::vector<double> v = values_as_double(*this);
+  std::vector<double> v = values_as<double>(*this);
   Formatter f;
   f.is_float = is_floating_point();
   double maxabs = 0, minabs = INFINITY;

@@ -39,6 +39,12 @@ TEST_CASE("dtype conversion covers every dtype, f16 and bf16 as storage", "[tens
     CHECK(y.to(DType::f32).to_vector<float>() == std::vector<float>{1.5f, -2.25f, 3.0f});
   }
   CHECK(x.to(DType::i64).to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3});
+  // i64 values past 2^53 come back exact (not through a double), from a strided view too
+  const int64_t big = (int64_t(1) << 53) + 1;
+  Tensor ints = from_vector(std::vector<int64_t>{big, -big, 7, big + 2}, {2, 2});
+  CHECK(ints.to_vector<int64_t>() == std::vector<int64_t>{big, -big, 7, big + 2});
+  CHECK(ints.t().to_vector<int64_t>() == std::vector<int64_t>{big, 7, -big, big + 2});
+  CHECK(ints.select(0, 1).select(0, 1).item<int64_t>() == big + 2);
   CHECK(x.to(DType::boolean).to_vector<bool>() == std::vector<bool>{true, true, true});
   CHECK(tensor({0.1}).to(DType::bf16).item<float>() == Approx(0.1).epsilon(0.01));
   CHECK(tensor({65504.0}).to(DType::f16).item<float>() == 65504.0f);
