@@ -83,7 +83,8 @@ class HeaderParser {
 
   void parse(std::vector<Info>& infos, std::map<std::string, std::string>& metadata) {
     check_utf8();
-    ws();
+    // the format's rule: the header begins with '{' (whitespace may only pad its end), which
+    // is also how formats::detect tells a safetensors file by its first bytes
     expect('{');
     ws();
     std::set<std::string> names;

@@ -251,6 +251,11 @@ TEST_CASE("the reader rejects hostile headers and offsets", "[checkpoint][errors
   CHECK_THAT(parse_error(make_file("{" + T("a", "F32", "[2]", 0, 8) + "," + T("b", "F32", "[1]", 4, 8) + "}", d8)),
              Catch::Contains("overlaps"));
   CHECK_THAT(parse_error(make_file("{" + T("a", "F32", "[1]", 4, 8) + "}", d8)), Catch::Contains("hole"));
+  // the header begins with '{' (the format's rule, and what formats::detect goes by): a
+  // leading space is refused, trailing padding is fine (found by fuzz_safetensors)
+  CHECK_THAT(parse_error(make_file("  {" + T("a", "F32", "[2]", 0, 8) + "}", d8)),
+             Catch::Contains("corrupt header at byte 8") && Catch::Contains("expected '{'"));
+  CHECK_THAT(parse_error(make_file("{" + T("a", "F32", "[2]", 0, 8) + "}   ", d8)), Catch::Contains("(no error)"));
   CHECK_THAT(parse_error(make_file("{" + T("a", "F32", "[1]", 0, 4) + "}", d8)),
              Catch::Contains("cover 4 bytes of data, but the file holds 8"));
   CHECK_THAT(parse_error(make_file("{" + T("a", "F32", "[3]", 0, 8) + "}", d8)), Catch::Contains("needs 12"));
