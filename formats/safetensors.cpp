@@ -101,6 +101,8 @@ class HeaderParser {
           seen_metadata = true;
           parse_metadata(metadata);
         } else {
+          // what the writer refuses too: no module path is empty, so nothing could load or save it
+          if (key.empty()) fail("a tensor with an empty name");
           if (!names.insert(key).second) fail("tensor " + quoted(key) + " appears twice");
           infos.push_back(parse_info(key));
         }

@@ -256,6 +256,8 @@ TEST_CASE("the reader rejects hostile headers and offsets", "[checkpoint][errors
   CHECK_THAT(parse_error(make_file("  {" + T("a", "F32", "[2]", 0, 8) + "}", d8)),
              Catch::Contains("corrupt header at byte 8") && Catch::Contains("expected '{'"));
   CHECK_THAT(parse_error(make_file("{" + T("a", "F32", "[2]", 0, 8) + "}   ", d8)), Catch::Contains("(no error)"));
+  // a name the writer would refuse is refused on reading too (found by fuzz_safetensors)
+  CHECK_THAT(parse_error(make_file("{" + T("", "F32", "[2]", 0, 8) + "}", d8)), Catch::Contains("empty name"));
   CHECK_THAT(parse_error(make_file("{" + T("a", "F32", "[1]", 0, 4) + "}", d8)),
              Catch::Contains("cover 4 bytes of data, but the file holds 8"));
   CHECK_THAT(parse_error(make_file("{" + T("a", "F32", "[3]", 0, 8) + "}", d8)), Catch::Contains("needs 12"));
