@@ -10,9 +10,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "../debug/internal/frames.h"
 #include "../tensor/atomic_file.h"
@@ -24,13 +27,35 @@ namespace reel::bench {
 bool transparent_op(const char* op);  // formulas.cpp
 
 namespace {
+// One op's count as the hook reports it: names stay pointers (op names are static, module
+// paths interned) and the dtype an enum until a table asks, so counting an op allocates
+// nothing once its row exists.
 struct Entry {
-  std::string op, module, dtype;
+  const char* op;
   debug::Phase phase;
+  const ModulePath* module;
+  int dtype;  // DType of the first output, -1: none
   Work work;
   bool counted;
 };
-using Key = std::tuple<std::string, int, std::string>;  // op, phase, module
+
+// A row of the count: the op (by name, phase and module) and its sums.
+struct Row {
+  std::string op_name;  // the op's name (a rule's row: its forward op's; work.op adds "_backward")
+  int dtype = -1;       // -2: mixed over the calls
+  OpWork work;
+};
+struct RowKey {
+  std::string_view op;  // into the row's op_name (rows never move: a deque)
+  int phase;
+  const ModulePath* module;
+  bool operator==(const RowKey&) const = default;
+};
+struct RowKeyHash {
+  size_t operator()(const RowKey& k) const {
+    return std::hash<std::string_view>{}(k.op) ^ (std::hash<const void*>{}(k.module) * 31) ^ size_t(k.phase);
+  }
+};
 }  // namespace
 
 // A composite without a formula is counted from its parts when every part has a formula
@@ -52,46 +77,56 @@ struct WorkCounter::State {
   bool stopped = false;
   std::unique_ptr<debug::Profiler> profiler;
   std::vector<std::vector<Entry>> pending;  // parts reported at each depth, waiting for their op
-  std::map<Key, OpWork> rows;
-  std::vector<Key> order;  // first appearance
+  std::deque<Row> rows;                     // in order of first appearance
+  std::unordered_map<RowKey, Row*, RowKeyHash> index;
 
   void on_op(const debug::OpRecord& r) {
     if (stopped || std::this_thread::get_id() != thread) return;
     const size_t d = size_t(r.depth);
     if (pending.size() < d + 2) pending.resize(d + 2);
-    std::vector<Entry> parts = std::move(pending[d + 1]);
-    pending[d + 1].clear();
+    std::vector<Entry>& parts = pending[d + 1];
     std::optional<Work> w = op_work(r);
     if (w) {
-      std::string dtype;
+      int dtype = -1;
       for (const Tensor& t : r.outputs)
         if (t.defined()) {
-          dtype = dtype_name(t.dtype());
+          dtype = int(t.dtype());
           break;
         }
-      pending[d].push_back({r.name(), r.module ? r.module->str() : "-", dtype, r.phase, *w, true});
+      pending[d].push_back({r.op, r.phase, r.module, dtype, *w, true});  // its own count covers its parts
     } else if (transparent_op(r.op) || counted_by_parts(parts)) {
-      for (Entry& e : parts) pending[d].push_back(std::move(e));  // counted from its parts
+      pending[d].insert(pending[d].end(), parts.begin(), parts.end());  // counted from its parts
     } else {  // no formula, and parts without one too: the op is what the user sees listed
-      pending[d].push_back({r.name(), r.module ? r.module->str() : "-", "", r.phase, {}, false});
+      pending[d].push_back({r.op, r.phase, r.module, -1, {}, false});
     }
+    parts.clear();
     if (d == 0) {
-      for (Entry& e : pending[0]) add(e);
+      for (const Entry& e : pending[0]) add(e);
       pending[0].clear();
     }
   }
 
   void add(const Entry& e) {
-    Key k{e.op, int(e.phase), e.module};
-    auto [it, fresh] = rows.try_emplace(k);
-    OpWork& row = it->second;
-    if (fresh) {
-      order.push_back(k);
-      row.op = e.op, row.phase = e.phase, row.module = e.module, row.dtype = e.dtype, row.counted = e.counted;
+    auto it = index.find(RowKey{e.op, int(e.phase), e.module});
+    Row* row;
+    if (it != index.end()) {
+      row = it->second;
+    } else {
+      row = &rows.emplace_back();
+      row->op_name = e.op;
+      row->dtype = e.dtype;
+      OpWork& o = row->work;
+      o.op = e.phase == debug::Phase::backward ? row->op_name + "_backward" : row->op_name;
+      o.phase = e.phase, o.module = e.module ? e.module->str() : "-", o.counted = e.counted;
+      o.dtype = e.dtype >= 0 ? dtype_name(DType(e.dtype)) : "";
+      index.emplace(RowKey{row->op_name, int(e.phase), e.module}, row);
     }
-    if (row.dtype != e.dtype) row.dtype = "";
-    row.calls += 1;
-    row.work += e.work;
+    if (row->dtype != e.dtype && row->dtype != -2) {
+      row->dtype = -2;
+      row->work.dtype = "";
+    }
+    row->work.calls += 1;
+    row->work.work += e.work;
   }
 };
 
@@ -112,33 +147,33 @@ void WorkCounter::stop() {
 
 void WorkCounter::reset() {
   state_->rows.clear();
-  state_->order.clear();
+  state_->index.clear();
   state_->pending.clear();
 }
 
 Work WorkCounter::total() const {
   Work w;
-  for (const auto& [k, row] : state_->rows) w += row.work;
+  for (const Row& row : state_->rows) w += row.work.work;
   return w;
 }
 Work WorkCounter::forward() const {
   Work w;
-  for (const auto& [k, row] : state_->rows)
-    if (row.phase == debug::Phase::forward) w += row.work;
+  for (const Row& row : state_->rows)
+    if (row.work.phase == debug::Phase::forward) w += row.work.work;
   return w;
 }
 Work WorkCounter::backward() const {
   Work w;
-  for (const auto& [k, row] : state_->rows)
-    if (row.phase == debug::Phase::backward) w += row.work;
+  for (const Row& row : state_->rows)
+    if (row.work.phase == debug::Phase::backward) w += row.work.work;
   return w;
 }
 
 std::vector<OpWork> WorkCounter::by_op() const {
   std::map<std::pair<std::string, int>, OpWork> merged;
   std::vector<std::pair<std::string, int>> order;
-  for (const Key& k : state_->order) {
-    const OpWork& row = state_->rows.at(k);
+  for (const Row& r : state_->rows) {
+    const OpWork& row = r.work;
     auto key = std::make_pair(row.op, int(row.phase));
     auto [it, fresh] = merged.try_emplace(key, row);
     if (fresh) {
@@ -164,8 +199,8 @@ std::vector<OpWork> WorkCounter::by_op() const {
 std::vector<OpWork> WorkCounter::by_module() const {
   std::map<std::pair<std::string, int>, OpWork> merged;
   std::vector<std::pair<std::string, int>> order;
-  for (const Key& k : state_->order) {
-    const OpWork& row = state_->rows.at(k);
+  for (const Row& r : state_->rows) {
+    const OpWork& row = r.work;
     auto key = std::make_pair(row.module, int(row.phase));
     auto [it, fresh] = merged.try_emplace(key);
     OpWork& m = it->second;
@@ -184,8 +219,8 @@ std::vector<OpWork> WorkCounter::by_module() const {
 
 std::vector<std::string> WorkCounter::uncounted() const {
   std::vector<std::string> out;
-  for (const auto& [k, row] : state_->rows)
-    if (!row.counted && std::find(out.begin(), out.end(), row.op) == out.end()) out.push_back(row.op);
+  for (const Row& r : state_->rows)
+    if (!r.work.counted && std::find(out.begin(), out.end(), r.work.op) == out.end()) out.push_back(r.work.op);
   std::sort(out.begin(), out.end());
   return out;
 }
