@@ -29,6 +29,46 @@ Tensor& write_into(Tensor& t, const char* name, Site site, std::initializer_list
       },
       [&](const OpScope&) { return compute(); });
 }
+
+// t = t (op) o in one pass when nothing is recorded: o broadcast to t's shape (a stride-0
+// view), both floating and of one dtype, on the CPU, and o sharing t's memory only as t
+// itself (a partial overlap would read elements already written). The same per-element
+// operation as the out-of-place op, so the same bits. Returns false where it does not
+// apply: the caller computes into a fresh tensor and copies (two passes, a new buffer:
+// 10M-float mul_ took 8 ms where add_ took 1.6).
+bool binary_in_place(BinaryOp kind, Tensor& t, const Tensor& o) {
+  if (!t.device().is_cpu() || !(o.device() == t.device()) || o.dtype() != t.dtype() || !is_floating(t.dtype()) ||
+      o.dim() > t.dim() || t.numel() == 0)
+    return false;
+  for (int i = 1; i <= o.dim(); ++i)
+    if (o.size(-i) != t.size(-i) && o.size(-i) != 1) return false;  // grows t: the slow path says why
+  if (o.storage().get() == t.storage().get() &&
+      !(o.offset() == t.offset() && o.shape() == t.shape() && o.strides() == t.strides()))
+    return false;
+  backend_of(t).binary(kind, t, t, expand_view(o, t.shape()));
+  return true;
+}
+
+// mul_ and div_ by a tensor: one pass where binary_in_place applies, else write_into's two
+template <typename F>
+Tensor& binary_into(Tensor& t, const char* name, Site site, const Tensor& o, BinaryOp kind, F compute) {
+  return run_inplace(
+      name, site, t, {&o},
+      [&](const OpScope& op) {
+        if (binary_in_place(kind, t, o)) return;
+        Tensor r;
+        {
+          NoGradGuard off_tape;
+          r = compute();
+        }
+        if (!(r.shape() == t.shape()))
+          fail(name, fmt::format("the result's shape {} is not the tensor's {}; an in-place op cannot grow its "
+                                 "tensor", r.shape().str(), t.shape().str()), op.site);
+        if (r.dtype() != t.dtype()) r = cast(r, t.dtype());
+        backend_of(t).copy(t, r);
+      },
+      [&](const OpScope&) { return compute(); });
+}
 }  // namespace
 
 Tensor& Tensor::eq_(const Tensor& o, Site site) { return write_into(*this, "eq_", site, {&o}, [&] { return eq(o); }); }
@@ -51,8 +91,12 @@ Tensor& Tensor::sub_(const Tensor& o, double alpha, Site site) {
       [&](const OpScope&) { return alpha == 1.0 ? reel::sub(*this, o) : reel::sub(*this, o, alpha); });
 }
 Tensor& Tensor::sub_(double o, Site site) { return write_into(*this, "sub_", site, {}, [&] { return sub(o); }); }
-Tensor& Tensor::mul_(const Tensor& o, Site site) { return write_into(*this, "mul_", site, {&o}, [&] { return mul(o); }); }
-Tensor& Tensor::div_(const Tensor& o, Site site) { return write_into(*this, "div_", site, {&o}, [&] { return div(o); }); }
+Tensor& Tensor::mul_(const Tensor& o, Site site) {
+  return binary_into(*this, "mul_", site, o, BinaryOp::mul, [&] { return mul(o); });
+}
+Tensor& Tensor::div_(const Tensor& o, Site site) {
+  return binary_into(*this, "div_", site, o, BinaryOp::div, [&] { return div(o); });
+}
 Tensor& Tensor::div_(double o, Site site) { return write_into(*this, "div_", site, {}, [&] { return div(o); }); }
 Tensor& Tensor::pow_(double e, Site site) { return write_into(*this, "pow_", site, {}, [&] { return pow(e); }); }
 Tensor& Tensor::neg_(Site site) { return write_into(*this, "neg_", site, {}, [&] { return neg(); }); }

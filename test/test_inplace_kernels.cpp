@@ -47,6 +47,47 @@ TEST_CASE("add_ and mul_ in place give the out-of-place bits at every size", "[i
   }
 }
 
+TEST_CASE("mul_ and div_ by a tensor in one pass give the out-of-place bits; overlaps take the safe path",
+          "[inplace_kernels]") {
+  manual_seed(9);
+  for (int64_t n : {int64_t(1000), kLarge}) {
+    INFO("n = " << n);
+    Tensor a = randn({n}), b = randn({n});
+    Tensor x = a.clone();
+    x.mul_(b);
+    CHECK(same_bits(x, mul(a, b)));
+    x = a.clone();
+    x.div_(b);
+    CHECK(same_bits(x, div(a, b)));
+    x = a.clone();
+    x.mul_(x);  // the operand is the output itself
+    CHECK(same_bits(x, mul(a, a)));
+  }
+  // broadcast operands: a row, a column, a 0-dim tensor
+  Tensor m = randn({300, 700}), row = randn({700}), col = randn({300, 1}), s = tensor({1.5});
+  Tensor x = m.clone();
+  x.mul_(row);
+  CHECK(same_bits(x, mul(m, row)));
+  x = m.clone();
+  x.div_(col);
+  CHECK(same_bits(x, div(m, col)));
+  x = m.clone();
+  x.mul_(s.reshape({}));
+  CHECK(same_bits(x, mul(m, s.reshape({}))));
+  // an operand overlapping the output shifted by one: computed from the old values, as
+  // if read before any write (the fresh-buffer path)
+  Tensor v = arange(10).to(DType::f32), want = mul(v.narrow(0, 1, 9), v.narrow(0, 0, 9));
+  Tensor head = v.narrow(0, 1, 9);
+  head.mul_(v.narrow(0, 0, 9));
+  CHECK(same_bits(head, want));
+  // other dtypes and a growing operand still take the out-of-place path and its checks
+  Tensor i = arange(6).reshape({2, 3});
+  i.mul_(tensor({2.0, 2.0, 2.0}).to(DType::i64));
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{0, 2, 4, 6, 8, 10});
+  Tensor small = randn({3});
+  CHECK_THROWS_WITH(small.mul_(randn({2, 3})), Catch::Contains("mul_") && Catch::Contains("cannot grow"));
+}
+
 TEST_CASE("a += a and a *= s where the output is the input", "[inplace_kernels]") {
   manual_seed(6);
   Tensor a = randn({kLarge});
