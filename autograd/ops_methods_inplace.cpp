@@ -9,24 +9,28 @@
 namespace reel {
 
 namespace {
+// compute() off the tape, checked against t's shape (an in-place op cannot grow its
+// tensor), cast to t's dtype and copied into t: the two-pass form of an in-place write.
+template <typename F>
+void copy_result_into(Tensor& t, const char* name, const OpScope& op, F compute) {
+  Tensor r;
+  {
+    NoGradGuard off_tape;
+    r = compute();
+  }
+  if (!(r.shape() == t.shape()))
+    fail(name, fmt::format("the result's shape {} is not the tensor's {}; an in-place op cannot grow its "
+                           "tensor", r.shape().str(), t.shape().str()), op.site);
+  if (r.dtype() != t.dtype()) r = cast(r, t.dtype());
+  if (t.numel()) backend_of(t).copy(t, r);
+}
+
 // Writes `compute()` into t as t's dtype: computed off the tape and copied when nothing
 // requires grad, else computed on the tape and made t's history.
 template <typename F>
 Tensor& write_into(Tensor& t, const char* name, Site site, std::initializer_list<const Tensor*> operands, F compute) {
   return run_inplace(
-      name, site, t, operands,
-      [&](const OpScope& op) {
-        Tensor r;
-        {
-          NoGradGuard off_tape;
-          r = compute();
-        }
-        if (!(r.shape() == t.shape()))
-          fail(name, fmt::format("the result's shape {} is not the tensor's {}; an in-place op cannot grow its "
-                                 "tensor", r.shape().str(), t.shape().str()), op.site);
-        if (r.dtype() != t.dtype()) r = cast(r, t.dtype());
-        if (t.numel()) backend_of(t).copy(t, r);
-      },
+      name, site, t, operands, [&](const OpScope& op) { copy_result_into(t, name, op, compute); },
       [&](const OpScope&) { return compute(); });
 }
 
@@ -49,23 +53,13 @@ bool binary_in_place(BinaryOp kind, Tensor& t, const Tensor& o) {
   return true;
 }
 
-// mul_ and div_ by a tensor: one pass where binary_in_place applies, else write_into's two
+// mul_ and div_ by a tensor: one pass where binary_in_place applies, else two
 template <typename F>
 Tensor& binary_into(Tensor& t, const char* name, Site site, const Tensor& o, BinaryOp kind, F compute) {
   return run_inplace(
       name, site, t, {&o},
       [&](const OpScope& op) {
-        if (binary_in_place(kind, t, o)) return;
-        Tensor r;
-        {
-          NoGradGuard off_tape;
-          r = compute();
-        }
-        if (!(r.shape() == t.shape()))
-          fail(name, fmt::format("the result's shape {} is not the tensor's {}; an in-place op cannot grow its "
-                                 "tensor", r.shape().str(), t.shape().str()), op.site);
-        if (r.dtype() != t.dtype()) r = cast(r, t.dtype());
-        backend_of(t).copy(t, r);
+        if (!binary_in_place(kind, t, o)) copy_result_into(t, name, op, compute);
       },
       [&](const OpScope&) { return compute(); });
 }
