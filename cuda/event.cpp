@@ -8,13 +8,24 @@
 
 namespace reel::cuda {
 
+namespace {
+// The device's context, or an Error that names the op asking (without a driver or a GPU).
+Context& context_for(const char* op, int device) {
+  try {
+    return context(device);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", op, e.what()));
+  }
+}
+}  // namespace
+
 struct EventTimer::State {
   cudaEvent_t begin = nullptr, end = nullptr;
   bool started = false, stopped = false;
 };
 
 EventTimer::EventTimer(int device) : state_(std::make_unique<State>()), device_(device) {
-  context(device);  // throws Error without the device; makes it current
+  context_for("cuda::EventTimer", device);  // makes it current
   check(cudaEventCreateWithFlags(&state_->begin, cudaEventBlockingSync), "cuda::EventTimer", "cudaEventCreate");
   cudaError_t e = cudaEventCreateWithFlags(&state_->end, cudaEventBlockingSync);
   if (e != cudaSuccess) {
@@ -30,7 +41,7 @@ EventTimer::~EventTimer() {
 }
 
 void EventTimer::start() {
-  Context& ctx = context(device_);
+  Context& ctx = context_for("cuda::EventTimer::start", device_);
   check(cudaEventRecord(state_->begin, ctx.stream), "cuda::EventTimer::start", "cudaEventRecord");
   state_->started = true;
   state_->stopped = false;
@@ -39,7 +50,7 @@ void EventTimer::start() {
 void EventTimer::stop() {
   if (!state_->started)
     throw Error(fmt::format("cuda::EventTimer::stop: cuda:{}: expected start() before stop()", device_));
-  Context& ctx = context(device_);
+  Context& ctx = context_for("cuda::EventTimer::stop", device_);
   check(cudaEventRecord(state_->end, ctx.stream), "cuda::EventTimer::stop", "cudaEventRecord");
   state_->stopped = true;
 }
@@ -48,7 +59,7 @@ double EventTimer::seconds() {
   if (!state_->started || !state_->stopped)
     throw Error(fmt::format("cuda::EventTimer::seconds: cuda:{}: expected start() and then stop(), got {}", device_,
                             state_->started ? "no stop()" : "no start()"));
-  Context& ctx = context(device_);
+  Context& ctx = context_for("cuda::EventTimer::seconds", device_);
   count_host_sync();
   check(cudaEventSynchronize(state_->end), "cuda::EventTimer::seconds", "cudaEventSynchronize");
   ctx.raise_fault("cuda::EventTimer::seconds");  // a bad index a kernel of the block found
