@@ -214,11 +214,38 @@ bool copy_transposing(const Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
+namespace {
+// dst = src, bytes apart, on all the pool's threads once large: memory-bound, and one
+// core's memcpy reaches about half of what two do (10M floats on the 2-core Xeon: 3.0 ms
+// on one thread). Slices 64-byte aligned, one per thread.
+void parallel_memcpy(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kSerialBytes = size_t(kParallelGrain) * 32;  // 1 MiB: below it the fork costs more
+  const int parts = omp_get_max_threads();
+  if (bytes < kSerialBytes || parts < 2 || omp_in_parallel()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const size_t step = (bytes / size_t(parts) + 63) / 64 * 64;
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+#pragma omp parallel for schedule(static) num_threads(parts)
+  for (int p = 0; p < parts; ++p) {
+    const size_t lo = size_t(p) * step;
+    if (lo < bytes) std::memcpy(d + lo, s + lo, std::min(bytes, lo + step) - lo);
+  }
+}
+}  // namespace
+
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   if (!dst.device().is_cpu() || !src.device().is_cpu())
     throw Error(fmt::format("copy: the CPU backend cannot copy {} -> {}", src.device().str(), dst.device().str()));
   if (dst.dtype() == src.dtype() && ((dst.is_contiguous() && src.is_contiguous()) || contiguous_same(dst, src))) {
-    std::memcpy(dst.data_ptr(), src.data_ptr(), size_t(dst.numel()) * dst.element_size());
+    const size_t bytes = size_t(dst.numel()) * dst.element_size();
+    char* d = static_cast<char*>(dst.data_ptr());
+    const char* from = static_cast<const char*>(src.data_ptr());
+    if (d == from) return;  // a tensor copied onto itself
+    if (d < from + bytes && from < d + bytes) std::memmove(d, from, bytes);  // overlapping: as if src were read first
+    else parallel_memcpy(d, from, bytes);
     return;
   }
   if (convert_contiguous(dst, src)) return;

@@ -84,6 +84,23 @@ TEST_CASE("mul_ and div_ by a tensor in one pass give the out-of-place bits; ove
   CHECK_THROWS_WITH(small.mul_(randn({2, 3})), Catch::Contains("mul_") && Catch::Contains("cannot grow"));
 }
 
+TEST_CASE("copy_ of a large tensor on all threads, onto itself, and between overlapping views",
+          "[inplace_kernels]") {
+  manual_seed(10);
+  Tensor src = randn({kLarge}), dst = zeros({kLarge});
+  dst.copy_(src);
+  CHECK(same_bits(dst, src));
+  dst.copy_(dst);  // onto itself: nothing changes
+  CHECK(same_bits(dst, src));
+  // overlapping views of one storage, either direction: the old values, as if read first
+  Tensor v = arange(kLarge).to(DType::f32), old = v.clone();
+  v.narrow(0, 1, kLarge - 1).copy_(v.narrow(0, 0, kLarge - 1));
+  CHECK(same_bits(v.narrow(0, 1, kLarge - 1), old.narrow(0, 0, kLarge - 1)));
+  Tensor w = old.clone();
+  w.narrow(0, 0, kLarge - 3).copy_(w.narrow(0, 3, kLarge - 3));
+  CHECK(same_bits(w.narrow(0, 0, kLarge - 3), old.narrow(0, 3, kLarge - 3)));
+}
+
 TEST_CASE("a += a and a *= s where the output is the input", "[inplace_kernels]") {
   manual_seed(6);
   Tensor a = randn({kLarge});
