@@ -85,31 +85,20 @@ class HeaderParser {
     check_utf8();
     // the format's rule: the header begins with '{' (whitespace may only pad its end), which
     // is also how formats::detect tells a safetensors file by its first bytes
-    expect('{');
-    ws();
     std::set<std::string> names;
     bool seen_metadata = false;
-    if (!eat('}')) {
-      do {
-        ws();
-        std::string key = string();
-        ws();
-        expect(':');
-        ws();
-        if (key == "__metadata__") {
-          if (seen_metadata) fail("\"__metadata__\" appears twice");
-          seen_metadata = true;
-          parse_metadata(metadata);
-        } else {
-          // what the writer refuses too: no module path is empty, so nothing could load or save it
-          if (key.empty()) fail("a tensor with an empty name");
-          if (!names.insert(key).second) fail("tensor " + quoted(key) + " appears twice");
-          infos.push_back(parse_info(key));
-        }
-        ws();
-      } while (eat(','));
-      expect('}');
-    }
+    object_members([&](const std::string& key) {
+      if (key == "__metadata__") {
+        if (seen_metadata) fail("\"__metadata__\" appears twice");
+        seen_metadata = true;
+        parse_metadata(metadata);
+      } else {
+        // what the writer refuses too: no module path is empty, so nothing could load or save it
+        if (key.empty()) fail("a tensor with an empty name");
+        if (!names.insert(key).second) fail("tensor " + quoted(key) + " appears twice");
+        infos.push_back(parse_info(key));
+      }
+    });
     ws();
     if (p_ != end_) fail("unexpected bytes after the header's JSON object");
   }
@@ -262,7 +251,10 @@ class HeaderParser {
     return out;
   }
 
-  void parse_metadata(std::map<std::string, std::string>& metadata) {
+  // A JSON object: on_member(key) for each member, called with the cursor at its value,
+  // which it reads.
+  template <class F>
+  void object_members(F on_member) {
     expect('{');
     ws();
     if (eat('}')) return;
@@ -272,55 +264,50 @@ class HeaderParser {
       ws();
       expect(':');
       ws();
-      if (p_ < end_ && *p_ != '"') fail("metadata values must be strings");
-      std::string value = string();
-      if (!metadata.emplace(key, value).second) fail("metadata key " + quoted(key) + " appears twice");
+      on_member(key);
       ws();
     } while (eat(','));
     expect('}');
+  }
+
+  void parse_metadata(std::map<std::string, std::string>& metadata) {
+    object_members([&](const std::string& key) {
+      if (p_ < end_ && *p_ != '"') fail("metadata values must be strings");
+      std::string value = string();
+      if (!metadata.emplace(key, value).second) fail("metadata key " + quoted(key) + " appears twice");
+    });
   }
 
   Info parse_info(const std::string& name) {
     Info info;
     info.name = name;
     bool has_dtype = false, has_shape = false, has_offsets = false;
-    expect('{');
-    ws();
-    if (!eat('}')) {
-      do {
-        ws();
-        std::string key = string();
-        ws();
-        expect(':');
-        ws();
-        if (key == "dtype") {
-          if (has_dtype) fail("\"dtype\" appears twice in " + quoted(name));
-          has_dtype = true;
-          std::string code = string();
-          if (!dtype_from_code(code, info.dtype))
-            fail(fmt::format("tensor {} has dtype {}; reel reads F32 F64 F16 BF16 I32 I64 U8 BOOL", quoted(name),
-                             quoted(code)));
-        } else if (key == "shape") {
-          if (has_shape) fail("\"shape\" appears twice in " + quoted(name));
-          has_shape = true;
-          for (uint64_t d : integer_array(size_t(kMaxDims), "shape")) {
-            if (d > uint64_t(INT64_MAX)) fail("dimension out of range in " + quoted(name));
-            info.shape.push_back(int64_t(d));
-          }
-        } else if (key == "data_offsets") {
-          if (has_offsets) fail("\"data_offsets\" appears twice in " + quoted(name));
-          has_offsets = true;
-          std::vector<uint64_t> off = integer_array(2, "data_offsets");
-          if (off.size() != 2) fail("data_offsets of " + quoted(name) + " must be [begin, end]");
-          info.begin = off[0];
-          info.end = off[1];
-        } else {
-          fail(fmt::format("unknown field {} in tensor {}", quoted(key), quoted(name)));
+    object_members([&](const std::string& key) {
+      if (key == "dtype") {
+        if (has_dtype) fail("\"dtype\" appears twice in " + quoted(name));
+        has_dtype = true;
+        std::string code = string();
+        if (!dtype_from_code(code, info.dtype))
+          fail(fmt::format("tensor {} has dtype {}; reel reads F32 F64 F16 BF16 I32 I64 U8 BOOL", quoted(name),
+                           quoted(code)));
+      } else if (key == "shape") {
+        if (has_shape) fail("\"shape\" appears twice in " + quoted(name));
+        has_shape = true;
+        for (uint64_t d : integer_array(size_t(kMaxDims), "shape")) {
+          if (d > uint64_t(INT64_MAX)) fail("dimension out of range in " + quoted(name));
+          info.shape.push_back(int64_t(d));
         }
-        ws();
-      } while (eat(','));
-      expect('}');
-    }
+      } else if (key == "data_offsets") {
+        if (has_offsets) fail("\"data_offsets\" appears twice in " + quoted(name));
+        has_offsets = true;
+        std::vector<uint64_t> off = integer_array(2, "data_offsets");
+        if (off.size() != 2) fail("data_offsets of " + quoted(name) + " must be [begin, end]");
+        info.begin = off[0];
+        info.end = off[1];
+      } else {
+        fail(fmt::format("unknown field {} in tensor {}", quoted(key), quoted(name)));
+      }
+    });
     if (!has_dtype || !has_shape || !has_offsets)
       fail(fmt::format("tensor {} lacks {}", quoted(name), !has_dtype ? "\"dtype\"" : !has_shape ? "\"shape\"" : "\"data_offsets\""));
     return info;

@@ -15,6 +15,7 @@
 // norm in eval mode, which gelu. An op that kept no record is counted from its shapes.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -50,6 +51,7 @@ const Tensor& out(const OpRecord& r, size_t i) {
   static const Tensor none;
   return i < r.outputs.size() ? r.outputs[i] : none;
 }
+Dims shape_of(const Tensor& t) { return t.defined() ? t.shape() : Dims{}; }
 // The forward op's input shape i (a rule), or empty.
 Dims fwd_shape(const OpRecord& r, size_t i) {
   if (!r.node || i >= r.node->inputs.size() || !r.node->inputs[i].defined) return {};
@@ -196,6 +198,29 @@ double norm_cost(const OpRecord& r, const Formula& f, bool backward) {
   return backward ? f.bwd_cost : f.cost;
 }
 
+// Attention's sizes from q [.., L, E], k [.., S, E], v [.., S, Ev] (B: the batch and heads),
+// and the pairs of its score matrices it computes; nullopt for shapes it cannot have.
+struct AttentionSizes {
+  double B, L, E, S, Ev, pairs;
+};
+std::optional<AttentionSizes> attention_sizes(const OpRecord& r, const Dims& q, const Dims& k, const Dims& v) {
+  if (q.size() < 2 || k.size() < 2 || v.size() < 2) return std::nullopt;
+  const double L = double(q[q.size() - 2]), E = double(q.back()), S = double(k[k.size() - 2]), Ev = double(v.back());
+  const double B = numel(q) / (L * E);
+  return AttentionSizes{B, L, E, S, Ev, B * attention_pairs(r, L, S)};
+}
+
+// A recurrent layer's sizes from its record: steps, batch, input and hidden features, and
+// G H (the gates' rows); nullopt without a record (rnn()'s wrapper).
+struct RnnSizes {
+  double T, B, I, H, GH;
+};
+std::optional<RnnSizes> rnn_sizes(const OpRecord& r) {
+  const RnnLayerArgs* a = r.args.get_if<RnnLayerArgs>();
+  if (!a) return std::nullopt;
+  return RnnSizes{double(a->T), double(a->B), double(a->I), double(a->H), double(rnn_gates(a->mode)) * double(a->H)};
+}
+
 // K of a product a @ b: a's last dim (its only dim for a vector).
 double inner_dim(const Dims& a) { return a.empty() ? 0 : double(a.back()); }
 
@@ -240,21 +265,17 @@ Work forward_work(const OpRecord& r, const Formula& f) {
       break;
     }
     case Family::attention: {
-      const Tensor &q = in(r, 0), &k = in(r, 1), &v = in(r, 2);
-      if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2) return w;
-      double L = double(q.size(-2)), E = double(q.size(-1)), S = double(k.size(-2)), Ev = double(v.size(-1));
-      double B = numel(q) / (L * E), pairs = B * attention_pairs(r, L, S);
-      w.product_flops = 2 * pairs * E + 2 * pairs * Ev;
-      w.flops = 4 * pairs + B * L * E;  // softmax of the scores, the scaling of q
+      auto a = attention_sizes(r, shape_of(in(r, 0)), shape_of(in(r, 1)), shape_of(in(r, 2)));
+      if (!a) return w;
+      w.product_flops = 2 * a->pairs * a->E + 2 * a->pairs * a->Ev;
+      w.flops = 4 * a->pairs + a->B * a->L * a->E;  // softmax of the scores, the scaling of q
       break;
     }
     case Family::rnn: {
-      const RnnLayerArgs* a = r.args.get_if<RnnLayerArgs>();
-      if (!a) return w;
-      double T = double(a->T), B = double(a->B), I = double(a->I), H = double(a->H);
-      double GH = double(rnn_gates(a->mode)) * H;
-      w.product_flops = 2 * T * B * GH * (I + H);
-      w.flops = T * B * (2 * GH + GH + 4 * H);  // two bias adds and a nonlinearity per gate, the state update
+      auto n = rnn_sizes(r);
+      if (!n) return w;
+      w.product_flops = 2 * n->T * n->B * n->GH * (n->I + n->H);
+      w.flops = n->T * n->B * (3 * n->GH + 4 * n->H);  // two bias adds and a nonlinearity per gate, the state update
       break;
     }
     case Family::pool: w.flops = y * pool_window(r, numel(in(r, 0)), y); break;  // a compare or add per window element
@@ -327,24 +348,20 @@ Work backward_work(const OpRecord& r, const Formula& f) {
       break;
     }
     case Family::attention: {
-      Dims q = fwd_shape(r, 0), k = fwd_shape(r, 1), v = fwd_shape(r, 2);
-      if (q.size() < 2 || k.size() < 2 || v.size() < 2) return w;
-      double L = double(q[q.size() - 2]), E = double(q.back()), S = double(k[k.size() - 2]), Ev = double(v.back());
-      double B = numel(q) / (L * E), pairs = B * attention_pairs(r, L, S);
+      auto a = attention_sizes(r, fwd_shape(r, 0), fwd_shape(r, 1), fwd_shape(r, 2));
+      if (!a) return w;
       // S = Q K^T again (a flash-style backward, reel's, recomputes P rather than keep it),
       // dV = P^T dY, dP = dY V^T, dQ = dS K, dK = dS^T Q: five products, as PyTorch counts
-      w.product_flops = 2 * pairs * (3 * E + 2 * Ev);
-      w.flops = 3 * pairs;  // dS = P (dP - rowsum(dY Y))
+      w.product_flops = 2 * a->pairs * (3 * a->E + 2 * a->Ev);
+      w.flops = 3 * a->pairs;  // dS = P (dP - rowsum(dY Y))
       break;
     }
     case Family::rnn: {
-      const RnnLayerArgs* a = r.args.get_if<RnnLayerArgs>();
-      if (!a) return w;
-      double T = double(a->T), B = double(a->B), I = double(a->I), H = double(a->H);
-      double GH = double(rnn_gates(a->mode)) * H;
+      auto n = rnn_sizes(r);
+      if (!n) return w;
       // dX and dh through the gates, dW_ih and dW_hh: twice the forward's products
-      w.product_flops = 4 * T * B * GH * (I + H);
-      w.flops = 2 * T * B * (2 * GH + GH + 4 * H);
+      w.product_flops = 4 * n->T * n->B * n->GH * (n->I + n->H);
+      w.flops = 2 * n->T * n->B * (3 * n->GH + 4 * n->H);
       break;
     }
     case Family::pool: {
@@ -367,7 +384,7 @@ std::optional<Work> op_work(const OpRecord& r) {
   if (it == table().end() || it->second.family == Family::transparent) return std::nullopt;
   // rnn() wraps its layers under the layer's own name ("lstm") but keeps no RnnLayerArgs:
   // the layers inside it carry the work
-  if (it->second.family == Family::rnn && !r.args.get_if<RnnLayerArgs>()) return std::nullopt;
+  if (it->second.family == Family::rnn && !rnn_sizes(r)) return std::nullopt;
   return r.phase == Phase::forward ? forward_work(r, it->second) : backward_work(r, it->second);
 }
 
