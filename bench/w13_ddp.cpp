@@ -6,6 +6,7 @@
 //   bench_w13_ddp --threads 2 --steps 10 --reps 5
 //   OMP_NUM_THREADS=1 mpirun -np 2 bench_w13_ddp --threads 1 --steps 10 --reps 5
 //   OMP_NUM_THREADS=1 mpirun -np 3 bench_w13_ddp --only sweep   # the all-reduce alone, 4 B-64 MiB
+//   OMP_NUM_THREADS=1 mpirun -np 2 bench_w13_ddp --only checkpoint   # a consistent checkpoint set's cost
 // Reports ms per step ({w3,w4}_1proc_step_ms, {w3,w4}_ddp_step_ms); under mpirun also
 // the gradient all-reduce alone (allreduce_ms: the same buckets all-reduced with nothing
 // else running), the part of it backward's end still waited for (exposed_wait_ms, on the
@@ -14,6 +15,9 @@
 // step (a ring all-reduce sends 2 (n-1)/n of the gradient bytes).
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+
+#include <unistd.h>
 
 #include "reel_bench.h"
 
@@ -136,6 +140,81 @@ void sweep(const bench::Args& args, dist::ProcessGroup& pg) {
   }
 }
 
+// --only checkpoint (under mpirun): what a consistent checkpoint set costs beyond the
+// files themselves. W4's model with SGD-momentum's state (27.5 MB a rank) is saved as each
+// rank's own file (checkpoint::save, then a barrier: the files alone) and as a
+// dist::CheckpointSets set (the same files, their hashes, the gather, rank 0's MANIFEST with
+// its fsyncs, the removal of older sets), alternately; reports both, their difference
+// (checkpoint_consistency_ms, paired: each set against the files saved just before it) and that difference as a share of a W4 DDP step at intervals
+// of 1, 50 and 469 steps (the sample's default: one set per epoch of 469 batches).
+void checkpoint_cost(const bench::Args& args, dist::ProcessGroup& pg) {
+  nn::Sequential model = make_w4();
+  dist::DistributedDataParallel ddp(model, pg);
+  optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+  const int64_t batch = 64 / pg.size();
+  manual_seed(uint64_t(100 + pg.rank()));
+  Tensor x = randn({batch, 3, 32, 32}), y = randint(0, 10, {batch});
+  auto step = [&] {
+    Tensor loss = cross_entropy(ddp(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  std::vector<double> step_ms;
+  for (int rep = 0; rep < args.reps; ++rep) {
+    pg.barrier();
+    double t0 = bench::now_s();
+    for (int i = 0; i < 5; ++i) step();
+    step_ms.push_back(1e3 * (bench::now_s() - t0) / 5);
+  }
+  checkpoint::TrainingState state{.model = &model, .optimizer = &opt};
+  // one folder for the job, named by rank 0's process id (the sets' folder must be the same on every rank)
+  Tensor pid = scalar_tensor(double(::getpid()), {.dtype = DType::f64});
+  pg.broadcast(pid, 0);
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("reel_w13_checkpoint_" + std::to_string(int64_t(pid.item<double>())))).string();
+  dist::CheckpointSets sets(pg, {.dir = dir + "/sets", .version = "w13"});
+  sets.begin(0);
+  const std::string mine = "rank" + std::to_string(pg.rank()) + ".safetensors";
+  std::vector<double> plain, set, extra_ms;
+  for (int rep = -1; rep < std::max(9, args.reps); ++rep) {  // rep -1: both kinds once, untimed
+    state.step = rep + 2;
+    pg.barrier();
+    double t0 = bench::now_s();
+    // the files alone, as a set lays them out: a new folder a step, the one two steps back removed
+    const std::string plain_dir = dir + "/plain/" + std::to_string(state.step);
+    std::filesystem::create_directories(plain_dir);
+    checkpoint::save(plain_dir + "/" + mine, state);
+    pg.barrier();
+    if (pg.rank() == 0) std::filesystem::remove_all(dir + "/plain/" + std::to_string(state.step - 2));
+    plain.push_back(1e3 * (bench::now_s() - t0));
+    pg.barrier();
+    t0 = bench::now_s();
+    sets.save(state.step, {}, [&](const std::string& folder) {
+      checkpoint::save(folder + "/" + mine, state);
+      return std::vector<std::string>{mine};
+    });
+    pg.barrier();
+    set.push_back(1e3 * (bench::now_s() - t0));
+    if (rep < 0) plain.clear(), set.clear();
+    else extra_ms.push_back(set.back() - plain.back());  // paired: the disk's drift between pairs cancels
+  }
+  const double extra_med = bench::stats_of(extra_ms).median, st = bench::stats_of(step_ms).median;
+  char extra[96];
+  std::snprintf(extra, sizeof extra, "\"ranks\": %d, \"file_mb\": %.1f", pg.size(),
+                double(std::filesystem::file_size(sets.folder(state.step) + "/" + mine)) / 1e6);
+  bench::report(args, "W13", "reel", "cpu", "w4_ddp_step_ms", step_ms, extra);
+  bench::report(args, "W13", "reel", "cpu", "checkpoint_files_ms", plain, extra);
+  bench::report(args, "W13", "reel", "cpu", "checkpoint_set_ms", set, extra);
+  bench::report(args, "W13", "reel", "cpu", "checkpoint_consistency_ms", extra_ms, extra);
+  for (int every : {1, 50, 469})
+    bench::report(args, "W13", "reel", "cpu", ("checkpoint_consistency_share_every_" + std::to_string(every)).c_str(),
+                  std::vector<double>{extra_med / (every * st)}, extra);
+  pg.barrier();
+  if (pg.rank() == 0) std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,8 +228,9 @@ int main(int argc, char** argv) {
   std::string only = "w3,w4";
   for (size_t i = 0; i + 1 < args.rest.size(); ++i)
     if (args.rest[i] == "--only") only = args.rest[i + 1];
-  if (pg && only == "sweep") {
-    sweep(args, *pg);
+  if (pg && (only == "sweep" || only == "checkpoint")) {
+    if (only == "sweep") sweep(args, *pg);
+    else checkpoint_cost(args, *pg);
     dist::finalize();
     return 0;
   }
