@@ -346,6 +346,11 @@ def table(recs):
             vs_peer("W14", f"{op}_{way}_ms", 0.8)
             floor_row(f"W14 {op}_{way}_ms vs floor", pooled(recs, "W14", "reel", f"{op}_{way}_ms", "default"),
                       pooled(recs, "W14", "reel", f"floor_{way}_ms", "default"), 1.5)
+        # the same count of elements from the L2: ~1.0 means the op is bound by its instructions, not memory
+        cached, streamed = (pooled(recs, "W14", "reel", f"{op}_fwd{m}_ms", "default") for m in ("_from_cache", ""))
+        if cached and streamed:
+            rows.append((f"W14 {op}_fwd from cache / streaming", cached, "streaming ms", streamed, cached / streamed,
+                         "1e+09", True))
     # mixed precision: reel's autocast run against its own f32 run and against PyTorch's autocast run
     if "bf16_features" not in RUN_META:  # a run from before issue 34: this machine's
         RUN_META["cpu"], RUN_META["bf16_features"] = cpu_info()
