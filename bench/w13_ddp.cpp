@@ -145,8 +145,9 @@ void sweep(const bench::Args& args, dist::ProcessGroup& pg) {
 // rank's own file (checkpoint::save, then a barrier: the files alone) and as a
 // dist::CheckpointSets set (the same files, their hashes, the gather, rank 0's MANIFEST with
 // its fsyncs, the removal of older sets), alternately; reports both, their difference
-// (checkpoint_consistency_ms, paired: each set against the files saved just before it) and that difference as a share of a W4 DDP step at intervals
-// of 1, 50 and 469 steps (the sample's default: one set per epoch of 469 batches).
+// (checkpoint_consistency_ms, paired: each set against the files saved just before it)
+// and that difference as a share of a W4 DDP step at intervals of 1, 50 and 469 steps
+// (the sample's default: one set per epoch of 469 batches).
 void checkpoint_cost(const bench::Args& args, dist::ProcessGroup& pg) {
   nn::Sequential model = make_w4();
   dist::DistributedDataParallel ddp(model, pg);
