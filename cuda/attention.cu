@@ -10,31 +10,21 @@
 // Dropout factors come from the same Philox numbers as the CPU's (element (bh L + i) S + j
 // of a uniform fill), so both devices drop the same entries.
 // Floor: this is the straightforward kernel (scores from global memory, no tensor cores);
-// it is correct and O(L) in memory, not tuned. cuDNN's fused attention would replace it.
-#include <cmath>
+// it is correct and O(L) in memory, not tuned. float32 has tiled kernels beside it
+// (attention_tiled.cu, REEL_CUDA_ATTENTION=tiles); float64 and wide heads stay here.
+#include <cstdlib>
 
-#include "../tensor/philox.h"
-#include "elementwise.cuh"
+#include "attention.cuh"
+#include "internal/launch_geometry.h"
 
 namespace reel::cuda {
 namespace {
 
+using attention::Args;
+using attention::dropout_factor;
+using attention::kAll;
+using attention::masked;
 constexpr int kWarps = kThreads / 32;
-constexpr unsigned kAll = 0xffffffffu;
-
-template <typename T>
-struct Args {
-  const T *q, *k, *v, *o, *go, *lse, *D;
-  T *out, *lse_out, *gq, *gk, *gv;
-  int64_t BH, L, S, E, Ev;
-  const char* mask;  // null: none
-  const int64_t* mask_offsets;
-  int64_t mask_si, mask_sj, mask_esize;
-  bool mask_bool, causal;
-  T scale;
-  double dropout_p;
-  uint64_t seed, offset;
-};
 
 template <typename T>
 __device__ __forceinline__ T warp_max(T v) {
@@ -57,21 +47,7 @@ __device__ __forceinline__ T dot(const T* a, const T* b, int64_t n) {
 template <typename T>
 __device__ T score(const Args<T>& a, int64_t bh, int64_t i, int64_t j) {
   if (a.causal && j > i) return -INFINITY;
-  T s = a.scale * dot(a.q + (bh * a.L + i) * a.E, a.k + (bh * a.S + j) * a.E, a.E);
-  if (a.mask) {
-    const char* m = a.mask + (a.mask_offsets[bh] + i * a.mask_si + j * a.mask_sj) * a.mask_esize;
-    if (a.mask_bool) s = *reinterpret_cast<const bool*>(m) ? s : T(-INFINITY);
-    else s += *reinterpret_cast<const T*>(m);
-  }
-  return s;
-}
-
-template <typename T>
-__device__ T dropout_factor(const Args<T>& a, int64_t bh, int64_t i, int64_t j) {
-  if (a.dropout_p <= 0) return T(1);
-  uint64_t idx = uint64_t((bh * a.L + i) * a.S + j);
-  philox::Block b = philox::generate(a.seed, a.offset + idx / 4);
-  return double(philox::to_unit(b.w[idx % 4])) >= a.dropout_p ? T(1.0 / (1.0 - a.dropout_p)) : T(0);
+  return masked(a, bh, i, j, a.scale * dot(a.q + (bh * a.L + i) * a.E, a.k + (bh * a.S + j) * a.E, a.E));
 }
 
 template <typename T>
@@ -227,6 +203,17 @@ Args<T> args_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   return a;
 }
 
+// REEL_CUDA_ATTENTION (read once): "tiles" takes the tiled float32 kernels where they
+// serve the shape, "rows" (the default until a GPU has measured the tiles) these kernels
+bool use_tiles() {
+  static const geometry::AttentionKernel kind =
+      geometry::attention_kernel_from_env(std::getenv("REEL_CUDA_ATTENTION"), geometry::AttentionKernel::rows);
+  if (kind == geometry::AttentionKernel::invalid)
+    throw Error(std::string("scaled_dot_product_attention: REEL_CUDA_ATTENTION must be rows or tiles, got \"") +
+                std::getenv("REEL_CUDA_ATTENTION") + "\"");
+  return kind == geometry::AttentionKernel::tiles;
+}
+
 }  // namespace
 
 void CudaBackend::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
@@ -240,6 +227,9 @@ void CudaBackend::attention_forward(const Tensor& out, const Tensor& lse, const 
     Args<T> a = args_of<T>(q, k, v, mask, mask_offsets, p);
     a.out = static_cast<T*>(out.data_ptr());
     a.lse_out = static_cast<T*>(lse.data_ptr());
+    if constexpr (std::is_same_v<T, float>) {
+      if (use_tiles() && attention::forward_tiles(c, a)) return;
+    }
     forward_rows<T><<<c.grid_for(a.BH * a.L, kWarps), kThreads, 0, c.stream>>>(a);
     check_launch(op);
   });
@@ -265,6 +255,11 @@ void CudaBackend::attention_backward(const Tensor& gq, const Tensor& gk, const T
     if (a.BH * a.L > 0) {
       row_dots<T><<<c.grid_for(a.BH * a.L, kWarps), kThreads, 0, c.stream>>>(a, static_cast<T*>(D.data_ptr()));
       check_launch(op);
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (use_tiles() && attention::backward_tiles(c, a)) return;
+    }
+    if (a.BH * a.L > 0) {
       backward_q<T><<<c.grid_for(a.BH * a.L, kWarps), kThreads, 0, c.stream>>>(a);
       check_launch(op);
     }

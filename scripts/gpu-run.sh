@@ -21,11 +21,14 @@
 #   sample_cnn_gpu, sample_cnn_cpu   train_fashion_mnist --model cnn, one epoch on each
 #               device from the same seed; accuracy_gap: their test accuracies within 0.5 points
 #   sample_gpt  train_gpt --small on the GPU, 200 steps
+#   cuda_tests_tiles, memcheck_tiles, racecheck_tiles, synccheck_tiles, initcheck_tiles
+#               the attention tests with the switch REEL_CUDA_ATTENTION=tiles on
+#   compare_tiles  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=tiles
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
 # the benchmark JSON lines). Exit 0 when every step passed; 3 when there is no GPU.
 # Environment: GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
-# W1,W3,W4,W6,W7,W8), OUT.
+# W12,W1,W3,W4,W6,W7,W8), OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=${REEL_ROOT:-$(dirname "$pack")}
@@ -82,6 +85,7 @@ finish() {
     done
     echo "---- versions"
     cat "$logs/versions.log" 2> /dev/null
+    [[ -s "$logs/bench_table_tiles.txt" ]] && { echo "---- benchmarks, REEL_CUDA_ATTENTION=tiles"; cat "$logs/bench_table_tiles.txt"; }
     [[ -s "$logs/bench_table.txt" ]] && { echo "---- benchmarks"; cat "$logs/bench_table.txt"; }
     echo "---- total $((SECONDS - t0))s of a ${budget}s budget; exit $status"
   } >> "$summary"
@@ -191,6 +195,11 @@ note "PASS    gpu ($(nvidia-smi -L | head -1))"
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 step cuda_tests 100 "$cuda_tests" --durations yes
 
+# ---- the switches on (docs/cuda.md, "switches"): REEL_CUDA_ATTENTION=tiles, the tiled
+# float32 attention, over the attention tests (the row kernels ran them above)
+tiles=(env REEL_CUDA_ATTENTION=tiles)
+step cuda_tests_tiles 60 "${tiles[@]}" "$cuda_tests" --durations yes "[attention]"
+
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
 if [[ -z "$sanitizer" ]]; then
@@ -198,16 +207,21 @@ if [[ -z "$sanitizer" ]]; then
   status=1
 else
   # every test file in its own process ([#file] tags: Catch's -#)
-  mapfile -t files < <("$cuda_tests" -# --list-tags 2> /dev/null | grep -o '\[#test_cuda_[a-z_]*\]' | sort -u)
+  mapfile -t files < <("$cuda_tests" -# --list-tags 2> /dev/null | grep -o '\[#test_[a-z_]*\]' | sort -u)
   [[ ${#files[@]} -gt 0 ]] || note "FAIL    memcheck (no test files listed)"
   for f in "${files[@]}"; do
-    name=${f#"[#test_cuda_"}
+    name=${f#"[#test_"}
+    name=${name#cuda_}
     step "memcheck_${name%"]"}" 60 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" -# "$f~[data]"
   done
   kernels="[reduce],[softmax],[norm],[bias],[attention],[everyday]"
   for tool in racecheck synccheck initcheck; do
     step "$tool" 60 "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 "$cuda_tests" "$kernels"
+  done
+  for tool in memcheck racecheck synccheck initcheck; do
+    step "${tool}_tiles" 60 "${tiles[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+      "$cuda_tests" "[attention]"
   done
 fi
 
@@ -233,11 +247,15 @@ fi
 step sample_gpt 45 "$samples/train_gpt" --small --device cuda --steps 200 --eval-interval 100 \
   --data "$work/data/fortunes" --out "$work/gpt" --logdir none
 
-# ---- reel against PyTorch eager on this GPU, in the time left
+# ---- reel against PyTorch eager on this GPU: W12 and SDPA with the tiled attention
+# first (the rows' W12 comes in the run after it), then the rest in the time left
+compare_args=(--device cuda --build "$work/build" --python python3 --rounds 1 --reps 1 --no-compile --no-torch-compile)
+step compare_tiles 120 "${tiles[@]}" python3 "$root/bench/compare.py" "${compare_args[@]}" --only W12 \
+  --json "$logs/bench_tiles.jsonl"
+sed -n '/^GPU: /,$p' "$logs/compare_tiles.log" > "$logs/bench_table_tiles.txt"
 rem=$(left)
 if ((rem > 30)); then
-  step compare $((rem - 10)) python3 "$root/bench/compare.py" --device cuda --build "$work/build" --python python3 \
-    --rounds 1 --reps 1 --no-compile --no-torch-compile --only "${BENCH_ONLY:-W1,W3,W4,W6,W7,W8}" \
+  step compare $((rem - 10)) python3 "$root/bench/compare.py" "${compare_args[@]}" --only "${BENCH_ONLY:-W12,W1,W3,W4,W6,W7,W8}" \
     --json "$logs/bench.jsonl"
   sed -n '/^GPU: /,$p' "$logs/compare.log" > "$logs/bench_table.txt"
   [[ -s "$logs/bench_table.txt" ]] || tail -30 "$logs/compare.log" > "$logs/bench_table.txt"

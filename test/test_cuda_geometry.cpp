@@ -8,6 +8,7 @@
 // launch on any machine CI runs on.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -117,4 +118,50 @@ TEST_CASE("grid-stride launches have at least one block, a bounded grid, and 32-
       CHECK(grid >= 1);
       CHECK(grid <= std::max<int64_t>(1, chunks));
     }
+}
+
+TEST_CASE("attention's tiles cover every query and key, fit the device's shared memory, and say when they cannot",
+          "[cuda][geometry][attention]") {
+  using geo::AttentionKernel;
+  CHECK(geo::attention_kernel_from_env(nullptr, AttentionKernel::rows) == AttentionKernel::rows);
+  CHECK(geo::attention_kernel_from_env("", AttentionKernel::tiles) == AttentionKernel::tiles);
+  CHECK(geo::attention_kernel_from_env("rows", AttentionKernel::tiles) == AttentionKernel::rows);
+  CHECK(geo::attention_kernel_from_env("tiles", AttentionKernel::rows) == AttentionKernel::tiles);
+  CHECK(geo::attention_kernel_from_env("tile", AttentionKernel::rows) == AttentionKernel::invalid);
+
+  CHECK(geo::attention_head_bucket(16, 24) == 32);
+  CHECK(geo::attention_head_bucket(64, 64) == 64);
+  CHECK(geo::attention_head_bucket(8, 65) == 128);
+  CHECK(geo::attention_head_bucket(129, 8) == 0);
+  // the forward at head 64: q, k, v [64][65] and the weights [64][65], floats
+  CHECK(geo::attention_smem_bytes(64, 3, 1, 0) == 4 * (3 * 64 * 65 + 64 * 65));
+
+  const size_t h200 = 232448, a100 = 166912, sm86 = 101376, default_48k = 49152;
+  for (size_t limit : {h200, a100, sm86, default_48k})
+    for (int64_t bh : {int64_t(1), int64_t(6), int64_t(1000)})
+      for (int64_t l : {int64_t(1), int64_t(37), int64_t(64), int64_t(65), int64_t(4096)})
+        for (int64_t s : {int64_t(1), int64_t(45), int64_t(128), int64_t(4097)})
+          for (int64_t e : {int64_t(16), int64_t(64), int64_t(96), int64_t(128), int64_t(200)}) {
+            INFO("limit " << limit << " bh " << bh << " l " << l << " s " << s << " e " << e);
+            geo::AttentionTiles t = geo::attention_tiles(bh, l, s, e, e, limit);
+            if (t.head == 0) continue;
+            CHECK(t.head >= e);
+            CHECK(t.q_tiles * geo::kAttentionTile >= l);
+            CHECK((t.q_tiles - 1) * geo::kAttentionTile < l);
+            CHECK(t.k_tiles * geo::kAttentionTile >= s);
+            CHECK((t.k_tiles - 1) * geo::kAttentionTile < s);
+            CHECK(t.forward_blocks == bh * t.q_tiles);
+            CHECK(t.backward_kv_blocks == bh * t.k_tiles);
+            CHECK(std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem}) <= limit);
+          }
+  // an H200 serves every head up to 128; an A100 too; 48 KiB serves none (the backward's
+  // four tiles do not fit), nor does a head over 128
+  CHECK(geo::attention_tiles(6, 1024, 1024, 128, 128, h200).head == 128);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 128, 128, a100).head == 128);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 64, 64, sm86).head == 64);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 128, 128, sm86).head == 0);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 32, 32, default_48k).head == 0);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 200, 64, h200).head == 0);
+  CHECK(geo::attention_tiles(0, 1024, 1024, 64, 64, h200).head == 0);
+  CHECK(geo::attention_tiles(6, 0, 1024, 64, 64, h200).head == 0);
 }

@@ -15,6 +15,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 
 namespace reel::cuda::geometry {
 
@@ -93,6 +94,65 @@ inline SplitGrid reduce_split(int64_t outputs, int64_t count, bool columns, int 
 // grid-stride; at most 8 blocks per SM.
 inline int64_t optim_grid(int64_t chunks, int sm_count) {
   return std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(sm_count) * 8));
+}
+
+// Scaled dot-product attention's tiled float32 kernels (cuda/attention_tiled.cu): tiles of
+// 64 query rows by 64 keys, a block of kBlockThreads threads each holding a 4 x 4 block
+// of scores; the head sizes E and Ev rounded up to 32, 64 or 128 (the register arrays
+// the kernels are compiled for). Shared memory holds the block's tiles, each row padded
+// by one float so that column reads fall on distinct banks. A shape the tiles do not
+// serve (a head over 128, tiles over the device's shared memory, a grid past gridDim.x)
+// takes the row kernels (cuda/attention.cu), as does float64 and REEL_CUDA_ATTENTION=rows.
+constexpr int kAttentionTile = 64;
+
+enum class AttentionKernel { rows, tiles, invalid };
+// REEL_CUDA_ATTENTION: unset or empty, the default; "rows" or "tiles"; anything else invalid.
+inline AttentionKernel attention_kernel_from_env(const char* value, AttentionKernel fallback) {
+  if (!value || !*value) return fallback;
+  std::string_view v(value);
+  if (v == "rows") return AttentionKernel::rows;
+  if (v == "tiles") return AttentionKernel::tiles;
+  return AttentionKernel::invalid;
+}
+
+struct AttentionTiles {
+  int head = 0;                                         // 32, 64 or 128; 0: the tiles do not serve the shape
+  int64_t q_tiles = 0, k_tiles = 0;                     // tiles of 64 queries, of 64 keys
+  int64_t forward_blocks = 0, backward_q_blocks = 0, backward_kv_blocks = 0;
+  size_t forward_smem = 0, backward_q_smem = 0, backward_kv_smem = 0;  // dynamic shared memory, bytes
+};
+
+inline int attention_head_bucket(int64_t e, int64_t ev) {
+  int64_t h = std::max(e, ev);
+  return h <= 32 ? 32 : h <= 64 ? 64 : h <= 128 ? 128 : 0;
+}
+
+// The shared memory each kernel takes, in floats: `tiles` row tiles [64][head + 1], `square`
+// score tiles [64][65], `vectors` per-row vectors [64].
+inline size_t attention_smem_bytes(int head, int tiles, int square, int vectors) {
+  const size_t t = kAttentionTile;
+  return sizeof(float) * (size_t(tiles) * t * size_t(head + 1) + size_t(square) * t * (t + 1) + size_t(vectors) * t);
+}
+
+// bh heads of l queries and s keys; smem_limit: the device's shared memory per block
+// with the opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+inline AttentionTiles attention_tiles(int64_t bh, int64_t l, int64_t s, int64_t e, int64_t ev, size_t smem_limit) {
+  AttentionTiles t;
+  const int head = attention_head_bucket(e, ev);
+  if (head == 0 || bh <= 0 || l <= 0 || s <= 0) return t;
+  t.q_tiles = (l + kAttentionTile - 1) / kAttentionTile;
+  t.k_tiles = (s + kAttentionTile - 1) / kAttentionTile;
+  t.forward_blocks = bh * t.q_tiles;
+  t.backward_q_blocks = bh * t.q_tiles;
+  t.backward_kv_blocks = bh * t.k_tiles;
+  t.forward_smem = attention_smem_bytes(head, 3, 1, 0);      // q, k, v; the weights
+  t.backward_q_smem = attention_smem_bytes(head, 4, 1, 2);   // q, do, k, v; ds; lse, D
+  t.backward_kv_smem = attention_smem_bytes(head, 4, 2, 2);  // k, v, q, do; p z and ds; lse, D
+  const size_t most = std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem});
+  const int64_t blocks = std::max(t.forward_blocks, t.backward_kv_blocks);
+  if (most > smem_limit || blocks > kGridXMax) return AttentionTiles{};
+  t.head = head;
+  return t;
 }
 
 }  // namespace reel::cuda::geometry

@@ -1,7 +1,8 @@
 // scaled_dot_product_attention's CUDA kernels (cuda/attention.cu) give the CPU kernel's
 // results, gradients included: no mask, causal, boolean and additive masks broadcast over
 // leading dims, dropout (the same Philox numbers on both devices), odd lengths, L != S,
-// f32 and f64; and MultiheadAttention on the GPU.
+// f32 and f64; the tiled float32 kernels' heads (64, 128) over several tiles; and
+// MultiheadAttention on the GPU. gpu-run.sh runs the file with REEL_CUDA_ATTENTION=tiles too.
 #include "compare.h"
 
 using namespace reel;
@@ -34,6 +35,33 @@ TEST_CASE("sdpa on the GPU matches the CPU", "[cuda][attention]") {
     Generator g(5);
     return scaled_dot_product_attention(v[0], v[1], v[2], {.dropout_p = 0.3, .is_causal = true, .generator = &g});
   }, qkv, 1e-4, 1e-5);
+}
+
+// The tiled float32 kernels' head sizes (REEL_CUDA_ATTENTION=tiles; gpu-run.sh runs this
+// file both ways): several 64-row tiles with ragged ends on both sides, heads 64 and 128
+// (E != Ev), every mask kind.
+TEST_CASE("sdpa on the GPU matches the CPU over several tiles at heads 64 and 128", "[cuda][attention]") {
+  manual_seed(22);
+  auto sdpa = [](SdpaOptions o) {
+    return [o](const V& v) {
+      SdpaOptions p = o;
+      if (v.size() > 3) p.attn_mask = v[3];
+      return scaled_dot_product_attention(v[0], v[1], v[2], p);
+    };
+  };
+  V h64 = {leaf({2, 2, 130, 64}), leaf({2, 2, 200, 64}), leaf({2, 2, 200, 64})};
+  CHECK_SAME_ON_GPU(sdpa({}), h64, 1e-4, 1e-5);
+  CHECK_SAME_ON_GPU(sdpa({.is_causal = true}), h64, 1e-4, 1e-5);
+  Tensor keep = logical_or(gt(rand({2, 1, 130, 200}), 0.5), lt(arange(0, 200, 1), 1.0));
+  CHECK_SAME_ON_GPU(sdpa({}), {h64[0], h64[1], h64[2], keep}, 1e-4, 1e-5);
+  V h128 = {leaf({1, 3, 65, 96}), leaf({1, 3, 129, 96}), leaf({1, 3, 129, 128})};
+  CHECK_SAME_ON_GPU(sdpa({.is_causal = true}), h128, 1e-4, 1e-5);
+  Tensor bias = leaf({65, 129}, -1, 1, DType::f32, false);
+  CHECK_SAME_ON_GPU(sdpa({}), {h128[0], h128[1], h128[2], bias}, 1e-4, 1e-5);
+  CHECK_SAME_ON_GPU([](const V& v) {
+    Generator g(6);
+    return scaled_dot_product_attention(v[0], v[1], v[2], {.dropout_p = 0.2, .generator = &g});
+  }, h64, 1e-4, 1e-5);
 }
 
 TEST_CASE("MultiheadAttention and TransformerEncoderLayer run on the GPU", "[cuda][attention]") {

@@ -1,0 +1,56 @@
+// What scaled_dot_product_attention's CUDA kernels share (cuda/attention.cu: the row
+// kernels, any float type; cuda/attention_tiled.cu: the float32 tiles): the arguments,
+// the score's mask rules and the dropout factors. Internal to cuda/.
+#pragma once
+#include <cmath>
+
+#include "../tensor/philox.h"
+#include "elementwise.cuh"
+
+namespace reel::cuda::attention {
+
+constexpr unsigned kAll = 0xffffffffu;
+
+template <typename T>
+struct Args {
+  const T *q, *k, *v, *o, *go, *lse, *D;
+  T *out, *lse_out, *gq, *gk, *gv;
+  int64_t BH, L, S, E, Ev;
+  const char* mask;  // null: none
+  const int64_t* mask_offsets;
+  int64_t mask_si, mask_sj, mask_esize;
+  bool mask_bool, causal;
+  T scale;
+  double dropout_p;
+  uint64_t seed, offset;
+};
+
+// s, the scaled q_i . k_j, with the mask applied: -inf where causal hides key j from
+// query i or a boolean mask is false, plus an additive mask's value
+template <typename T>
+__device__ __forceinline__ T masked(const Args<T>& a, int64_t bh, int64_t i, int64_t j, T s) {
+  if (a.causal && j > i) return T(-INFINITY);
+  if (a.mask) {
+    const char* m = a.mask + (a.mask_offsets[bh] + i * a.mask_si + j * a.mask_sj) * a.mask_esize;
+    if (a.mask_bool) s = *reinterpret_cast<const bool*>(m) ? s : T(-INFINITY);
+    else s += *reinterpret_cast<const T*>(m);
+  }
+  return s;
+}
+
+// Dropout's factor for weight (i, j): element (bh L + i) S + j of the CPU's uniform fill,
+// so that both devices drop the same entries
+template <typename T>
+__device__ __forceinline__ T dropout_factor(const Args<T>& a, int64_t bh, int64_t i, int64_t j) {
+  if (a.dropout_p <= 0) return T(1);
+  uint64_t idx = uint64_t((bh * a.L + i) * a.S + j);
+  philox::Block b = philox::generate(a.seed, a.offset + idx / 4);
+  return double(philox::to_unit(b.w[idx % 4])) >= a.dropout_p ? T(1.0 / (1.0 - a.dropout_p)) : T(0);
+}
+
+// The tiled float32 kernels: false when they do not serve the shape (then the row
+// kernels run). backward_tiles needs a.D (do_i . o_i) already written.
+bool forward_tiles(Context& c, const Args<float>& a);
+bool backward_tiles(Context& c, const Args<float>& a);
+
+}  // namespace reel::cuda::attention
