@@ -7,7 +7,8 @@
 // Floors: the step is ~6 N tokens flops for the weights (N parameters without the
 // embeddings: 6 x 12 x 384^2 + 384 x 96) plus causal attention 2 x 4 x 6 x 256^2 x 64
 // x 8 / 2 per layer forward (x 3.5 with backward); over peak sgemm it is what the
-// compare.py line "W12 step_ms vs compute floor" prints.
+// compare.py line "W12 step_ms vs compute floor" prints. --profile 1: one step's ops and
+// their times on stderr first (with REEL_CUDA_SYNC=1 on a GPU, each op's own time).
 // SDPA's floor: 12 T^2 / 2 x 64 x 6 flops (the forward's two products and the backward's four,
 // halved by the mask) at peak sgemm, compare.py's "W12 sdpa_T* vs compute floor" lines.
 #include "../samples/gpt.h"
@@ -40,6 +41,12 @@ int main(int argc, char** argv) {
       return loss;
     };
     for (int i = 0; i < 2; ++i) step();  // warm-up
+    if (args.get("--profile", 0)) {  // one profiled step: where the time goes, per op (stderr)
+      debug::Profiler prof;
+      step().item<float>();
+      prof.stop();
+      std::fprintf(stderr, "%s\n", prof.summary(30).c_str());
+    }
     std::vector<double> step_ms;
     for (int rep = 0; rep < args.reps; ++rep) {
       double t0 = bench::now_s();

@@ -7,7 +7,8 @@
 // of 40 sequences). Also ms per step and the step's floor: its GEMM flops
 // (forward 2 T B 3H (I + H) for the GRU, backward twice that) over peak sgemm.
 // --rnn-loops 1: the GRU on the loops of matrix products (cpu/rnn_loops.cpp) instead of
-// oneDNN's RNN primitive, to compare the two (JSON "rnn": "loops").
+// oneDNN's RNN primitive, to compare the two (JSON "rnn": "loops"). --profile 1: one step's
+// ops and their times on stderr first (with REEL_CUDA_SYNC=1 on a GPU, each op's own time).
 #include <reel/cpu/cpu_backend.h>
 
 #include "reel_bench.h"
@@ -48,6 +49,12 @@ int main(int argc, char** argv) {
     return loss;
   };
   for (int i = 0; i < 3; ++i) step();  // warm-up
+  if (args.get("--profile", 0)) {  // one profiled step: where the time goes, per op (stderr)
+    debug::Profiler prof;
+    step().item<float>();
+    prof.stop();
+    std::fprintf(stderr, "%s\n", prof.summary(30).c_str());
+  }
   std::vector<double> epoch_s, step_ms;
   for (int rep = 0; rep < args.reps; ++rep) {
     batch_index = 0;

@@ -24,6 +24,7 @@
 #   cuda_tests_tiles, memcheck_tiles, racecheck_tiles, synccheck_tiles, initcheck_tiles
 #               the attention tests with the switch REEL_CUDA_ATTENTION=tiles on
 #   compare_tiles  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=tiles
+#   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
 # the benchmark JSON lines). Exit 0 when every step passed; 3 when there is no GPU.
@@ -253,6 +254,14 @@ compare_args=(--device cuda --build "$work/build" --python python3 --rounds 1 --
 step compare_tiles 120 "${tiles[@]}" python3 "$root/bench/compare.py" "${compare_args[@]}" --only W12 \
   --json "$logs/bench_tiles.jsonl"
 sed -n '/^GPU: /,$p' "$logs/compare_tiles.log" > "$logs/bench_table_tiles.txt"
+# where a W9 and a W12 step go, op by op (REEL_CUDA_SYNC=1: each op's own time), for the
+# next round's work; not pass/fail beyond running
+profile() {
+  REEL_CUDA_SYNC=1 "$work/build/bench/bench_w9_gru_imdb" --device cuda --steps 2 --reps 1 --profile 1 &&
+    REEL_CUDA_SYNC=1 REEL_CUDA_ATTENTION=tiles "$work/build/bench/bench_w12_gpt" --device cuda --steps 1 --reps 1 \
+      --profile 1
+}
+step profiles 40 profile
 rem=$(left)
 if ((rem > 30)); then
   step compare $((rem - 10)) python3 "$root/bench/compare.py" "${compare_args[@]}" --only "${BENCH_ONLY:-W12,W1,W3,W4,W6,W7,W8}" \
