@@ -148,9 +148,13 @@ Tensor product_as(DType dtype, const Tensor& a, const Tensor& b) {
 // its input's dtype (the saved x and W are the autocast copies under autocast)
 void linear_grads(Node& n, const Tensor& g, Grads& gi) {
   int64_t out = n.input_shape(1)[0], in = n.input_shape(1)[1];
-  Tensor g2 = g.reshape({-1, out});
-  if (n.needs_grad(0)) gi[0] = product_as(n.inputs[0].dtype, g2, n.saved_tensor(1)).reshape(n.input_shape(0));
-  if (n.needs_grad(1)) gi[1] = product_as(n.inputs[1].dtype, g2.t(), n.saved_tensor(0).reshape({-1, in}));
+  // the rows counted, not inferred: -1 is ambiguous when in or out is 0
+  const Dims& xs = n.input_shape(0);
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < xs.size(); ++d) rows *= xs[d];
+  Tensor g2 = g.reshape({rows, out});
+  if (n.needs_grad(0)) gi[0] = product_as(n.inputs[0].dtype, g2, n.saved_tensor(1)).reshape(xs);
+  if (n.needs_grad(1)) gi[1] = product_as(n.inputs[1].dtype, g2.t(), n.saved_tensor(0).reshape({rows, in}));
   if (n.needs_grad(2)) gi[2] = sum(g2.to(n.inputs[2].dtype), {0});
 }
 

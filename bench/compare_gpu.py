@@ -1,5 +1,5 @@
-"""compare.py --device cuda: W1-W8 on one GPU, reel against PyTorch eager and
-torch.compile (W1-W4, W8), rounds alternating A B C A B C, medians of the pooled samples.
+"""compare.py --device cuda: W1-W12 on one GPU, reel against PyTorch eager and
+torch.compile (W1-W4, W8, W12), rounds alternating A B C A B C, medians of the pooled samples.
 
 Every program times GPU work after a synchronize (reel: cuda::synchronize, PyTorch:
 torch.cuda.synchronize) and runs with TF32 off. The targets (issue #6, "Fast on the GPU"):
@@ -7,7 +7,8 @@ torch.cuda.synchronize) and runs with TF32 off. The targets (issue #6, "Fast on 
   - W2 epoch / W1 epoch (reel) <= 1.15;
   - W6 (Adam, SGD-momentum) and W7 (bias gradient) reach >= 80% of the device-to-device
     copy bandwidth floor measured in the same program;
-  - W8 step time <= 1.1x PyTorch eager.
+  - W8 step time <= 1.1x PyTorch eager;
+  - issue 46: W9-W11 and the W12 step <= 0.8x PyTorch eager, W12's SDPA <= 1.0x at T >= 1024.
 torch.compile is shown beside, with no target.
 """
 import os
@@ -23,6 +24,10 @@ GPU_WORKLOADS = {
     "W6": ("bench_w6_optim", "w6", ["--reps", "{reps}"], False),
     "W7": ("bench_w7_bias_grad", "w7", ["--reps", "{reps}"], False),
     "W8": ("bench_w8_wide_fc", "w8", ["--steps", "10", "--reps", "{reps}"], True),
+    "W9": ("bench_w9_gru_imdb", "w9", ["--steps", "40", "--reps", "{reps}"], False),
+    "W10": ("bench_w10_resnet50", "w10", ["--steps", "10", "--reps", "{reps}"], False),
+    "W11": ("bench_w11_densenet", "w11", ["--steps", "10", "--reps", "{reps}"], False),
+    "W12": ("bench_w12_gpt", "w12", ["--steps", "10", "--reps", "{reps}"], True),
 }
 
 
@@ -96,6 +101,14 @@ def gpu_table(recs):
     vs("W7", "bias_grad_ms", None)
     vs("W8", "step_ms", 1.1)
     vs("W8", "step_ms", None, "pytorch-compile")
+    # issue 46: W9, W10, W11 and the W12 step <= 0.8x PyTorch eager; SDPA <= 1.0x at T = 1024 and 4096
+    vs("W9", "epoch_s", 0.8)
+    vs("W10", "s_per_1000_images", 0.8)
+    vs("W11", "step_ms", 0.8)
+    vs("W12", "step_ms", 0.8)
+    vs("W12", "step_ms", None, "pytorch-compile")
+    for T in (256, 1024, 4096):
+        vs("W12", f"sdpa_T{T}_ms", 1.0 if T >= 1024 else None)
     gpu = next((r["gpu"] for r in recs if "gpu" in r), "unknown GPU")
     print(f"\nGPU: {gpu}; TF32 off on both sides")
     print(f"{'measure':40} {'reel':>10} {'against':>18} {'value':>10} {'ratio':>7} {'target':>8}  met")

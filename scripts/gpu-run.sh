@@ -16,14 +16,16 @@
 #   memcheck_*  compute-sanitizer memcheck, each test file in its own process (a crash in
 #               one hides nothing of the others; the graph captures and replays included),
 #               all but the one-epoch accuracy case ([data]: W1's kernels, 469 times over)
+#   memcheck_graph_probe  the hidden [.probe] case: whether memcheck itself flags a graph's
+#               reuse of one address for two allocations (explains or not the graph reports)
 #   racecheck, synccheck, initcheck   over the tests of the kernels with shared memory or
 #               warp shuffles (reduce, softmax, norm, bias sums, attention, sort and scans)
 #   sample_cnn_gpu, sample_cnn_cpu   train_fashion_mnist --model cnn, one epoch on each
 #               device from the same seed; accuracy_gap: their test accuracies within 0.5 points
 #   sample_gpt  train_gpt --small on the GPU, 200 steps
-#   cuda_tests_tiles, memcheck_tiles, racecheck_tiles, synccheck_tiles, initcheck_tiles
-#               the attention tests with the switch REEL_CUDA_ATTENTION=tiles on
-#   compare_tiles  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=tiles
+#   cuda_tests_rows, memcheck_rows, racecheck_rows, synccheck_rows, initcheck_rows
+#               the attention tests with the switch REEL_CUDA_ATTENTION=rows (not the default)
+#   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
@@ -86,7 +88,7 @@ finish() {
     done
     echo "---- versions"
     cat "$logs/versions.log" 2> /dev/null
-    [[ -s "$logs/bench_table_tiles.txt" ]] && { echo "---- benchmarks, REEL_CUDA_ATTENTION=tiles"; cat "$logs/bench_table_tiles.txt"; }
+    [[ -s "$logs/bench_table_rows.txt" ]] && { echo "---- benchmarks, REEL_CUDA_ATTENTION=rows"; cat "$logs/bench_table_rows.txt"; }
     [[ -s "$logs/bench_table.txt" ]] && { echo "---- benchmarks"; cat "$logs/bench_table.txt"; }
     echo "---- total $((SECONDS - t0))s of a ${budget}s budget; exit $status"
   } >> "$summary"
@@ -196,10 +198,10 @@ note "PASS    gpu ($(nvidia-smi -L | head -1))"
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 step cuda_tests 100 "$cuda_tests" --durations yes
 
-# ---- the switches on (docs/cuda.md, "switches"): REEL_CUDA_ATTENTION=tiles, the tiled
-# float32 attention, over the attention tests (the row kernels ran them above)
-tiles=(env REEL_CUDA_ATTENTION=tiles)
-step cuda_tests_tiles 60 "${tiles[@]}" "$cuda_tests" --durations yes "[attention]"
+# ---- the other side of each switch (docs/cuda.md, "switches"): REEL_CUDA_ATTENTION=rows,
+# the row kernels, over the attention tests (the tiled float32 kernels, the default, ran them above)
+rows=(env REEL_CUDA_ATTENTION=rows)
+step cuda_tests_rows 60 "${rows[@]}" "$cuda_tests" --durations yes "[attention]"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -220,8 +222,10 @@ else
   for tool in racecheck synccheck initcheck; do
     step "$tool" 60 "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 "$cuda_tests" "$kernels"
   done
+  # the hidden probe (test_cuda_graph.cpp): does memcheck flag a graph's address reuse itself?
+  step memcheck_graph_probe 30 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 5 "$cuda_tests" "[.probe]"
   for tool in memcheck racecheck synccheck initcheck; do
-    step "${tool}_tiles" 60 "${tiles[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+    step "${tool}_rows" 60 "${rows[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
   done
 fi
@@ -248,17 +252,17 @@ fi
 step sample_gpt 45 "$samples/train_gpt" --small --device cuda --steps 200 --eval-interval 100 \
   --data "$work/data/fortunes" --out "$work/gpt" --logdir none
 
-# ---- reel against PyTorch eager on this GPU: W12 and SDPA with the tiled attention
-# first (the rows' W12 comes in the run after it), then the rest in the time left
+# ---- reel against PyTorch eager on this GPU: W12 and SDPA with the row kernels first,
+# then the default paths (W12 with the tiles first) in the time left
 compare_args=(--device cuda --build "$work/build" --python python3 --rounds 1 --reps 1 --no-compile --no-torch-compile)
-step compare_tiles 120 "${tiles[@]}" python3 "$root/bench/compare.py" "${compare_args[@]}" --only W12 \
-  --json "$logs/bench_tiles.jsonl"
-sed -n '/^GPU: /,$p' "$logs/compare_tiles.log" > "$logs/bench_table_tiles.txt"
+step compare_rows 120 "${rows[@]}" python3 "$root/bench/compare.py" "${compare_args[@]}" --only W12 \
+  --json "$logs/bench_rows.jsonl"
+sed -n '/^GPU: /,$p' "$logs/compare_rows.log" > "$logs/bench_table_rows.txt"
 # where a W9 and a W12 step go, op by op (REEL_CUDA_SYNC=1: each op's own time), for the
 # next round's work; not pass/fail beyond running
 profile() {
   REEL_CUDA_SYNC=1 "$work/build/bench/bench_w9_gru_imdb" --device cuda --steps 2 --reps 1 --profile 1 &&
-    REEL_CUDA_SYNC=1 REEL_CUDA_ATTENTION=tiles "$work/build/bench/bench_w12_gpt" --device cuda --steps 1 --reps 1 \
+    REEL_CUDA_SYNC=1 "$work/build/bench/bench_w12_gpt" --device cuda --steps 1 --reps 1 \
       --profile 1
 }
 step profiles 40 profile

@@ -1,6 +1,6 @@
 // W1 (BENCH.md, a 784-128-64-10 MLP, SGD with momentum) trained on the GPU against the CPU,
 // from the same initial weights and the same batch order, two ways:
-//  - [train] 60 steps, any data: the GPU's float32 parameters must be as close to a float64
+//  - [train] 20 steps, any data: the GPU's float32 parameters must be as close to a float64
 //    run (on the CPU) as the CPU's own float32 run is. Both devices round each operation
 //    once in float32, in other orders (cuBLAS and oneDNN sum products differently), so
 //    their distances to float64 are of one size; a GPU bug (a wrong gradient, a lost
@@ -95,7 +95,11 @@ data::ImageSet training_data() {
 
 TEST_CASE("W1's first steps on the GPU stay as close to float64 as the CPU's float32 steps", "[cuda][train]") {
   data::ImageSet train = training_data();
-  const int steps = 60;
+  // 20 steps: on Fashion-MNIST's training split the CPU's float32 run flips the sign of one
+  // first-layer pre-activation at step 30 (|h| = 8e-8 in float64, against float32 rounding of
+  // 6e-6): an honest rounding event after which the runs part chaotically (0.29 relative by
+  // step 60), on either device. Before it both stay near 3e-7; a GPU bug is far over that.
+  const int steps = 20;
   nn::Sequential ref = train_w1(kCPU, DType::f64, train, steps);
   nn::Sequential cpu = train_w1(kCPU, DType::f32, train, steps);
   nn::Sequential gpu = train_w1(cuda_test::kGpu, DType::f32, train, steps);
