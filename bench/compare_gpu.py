@@ -34,7 +34,8 @@ GPU_WORKLOADS = {
 def gpu_runs(a, build, jsonl, run):
     """Runs every configuration of the chosen workloads, round after round; returns the records."""
     only = [w.strip().upper() for w in a.only.split(",") if w.strip()] or list(GPU_WORKLOADS)
-    common = ["--threads", str(a.threads), "--device", a.device]
+    # --threads only when given (its default is None: "--threads None" stopped every program)
+    common = (["--threads", str(a.threads)] if a.threads else []) + ["--device", a.device]
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "workloads_pytorch.py")
     recs = []
     for wl in only:

@@ -30,7 +30,7 @@
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
 # the benchmark JSON lines). Exit 0 when every step passed; 3 when there is no GPU.
-# Environment: GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
+# Environment: GPU_RUN_BENCH_ONLY (set: skip the tests, sanitizers and samples), GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
 # W12,W1,W3,W4,W6,W7,W8), OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -196,6 +196,9 @@ note "PASS    gpu ($(nvidia-smi -L | head -1))"
 
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+if [[ -n "${GPU_RUN_BENCH_ONLY:-}" ]]; then  # a run for the benchmarks alone: no tests, sanitizers or samples
+  note "SKIP    tests, sanitizers and samples (GPU_RUN_BENCH_ONLY)"
+else
 step cuda_tests 100 "$cuda_tests" --durations yes
 
 # ---- the other side of each switch (docs/cuda.md, "switches"): REEL_CUDA_ATTENTION=rows,
@@ -251,6 +254,7 @@ else
 fi
 step sample_gpt 45 "$samples/train_gpt" --small --device cuda --steps 200 --eval-interval 100 \
   --data "$work/data/fortunes" --out "$work/gpt" --logdir none
+fi
 
 # ---- reel against PyTorch eager on this GPU: W12 and SDPA with the row kernels first,
 # then the default paths (W12 with the tiles first) in the time left
