@@ -25,12 +25,15 @@
 #   sample_gpt  train_gpt --small on the GPU, 200 steps
 #   cuda_tests_rows, memcheck_rows, racecheck_rows, synccheck_rows, initcheck_rows
 #               the attention tests with the switch REEL_CUDA_ATTENTION=rows (not the default)
+#   cuda_tests_rows64, memcheck_rows64, racecheck_rows64   the tiles at 64 rows a block
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
+#   sdpa_rows_per_block  W12's SDPA with 32 and with 64 rows a block (REEL_CUDA_ATTENTION_ROWS)
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
 # the benchmark JSON lines). Exit 0 when every step passed; 3 when there is no GPU.
-# Environment: GPU_RUN_BENCH_ONLY (set: skip the tests, sanitizers and samples), GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
+# Environment: GPU_RUN_BENCH_ONLY (set: skip the tests, sanitizers and samples), GPU_RUN_TESTS
+# (a Catch filter: those tests, the sanitizers over them, no samples), GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
 # W12,W1,W3,W4,W6,W7,W8), OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -194,17 +197,21 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L 2> /dev/null | grep -q
 fi
 note "PASS    gpu ($(nvidia-smi -L | head -1))"
 
+# the other side of each switch (docs/cuda.md, "switches"): the row kernels of attention
+rows=(env REEL_CUDA_ATTENTION=rows)
+rows64=(env REEL_CUDA_ATTENTION_ROWS=64)  # the tiles with 64 rows a block whatever the shape
+
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 if [[ -n "${GPU_RUN_BENCH_ONLY:-}" ]]; then  # a run for the benchmarks alone: no tests, sanitizers or samples
   note "SKIP    tests, sanitizers and samples (GPU_RUN_BENCH_ONLY)"
 else
-step cuda_tests 100 "$cuda_tests" --durations yes
+filter=${GPU_RUN_TESTS:-}  # a Catch filter: these tests alone, their sanitizers, no samples
+step cuda_tests 100 "$cuda_tests" --durations yes ${filter:+"$filter"}
 
-# ---- the other side of each switch (docs/cuda.md, "switches"): REEL_CUDA_ATTENTION=rows,
-# the row kernels, over the attention tests (the tiled float32 kernels, the default, ran them above)
-rows=(env REEL_CUDA_ATTENTION=rows)
+# ---- REEL_CUDA_ATTENTION=rows over the attention tests (the tiles, the default, ran them above)
 step cuda_tests_rows 60 "${rows[@]}" "$cuda_tests" --durations yes "[attention]"
+step cuda_tests_rows64 60 "${rows64[@]}" "$cuda_tests" --durations yes "[attention]"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -215,13 +222,16 @@ else
   # every test file in its own process ([#file] tags: Catch's -#)
   mapfile -t files < <("$cuda_tests" -# --list-tags 2> /dev/null | grep -o '\[#test_[a-z_]*\]' | sort -u)
   [[ ${#files[@]} -gt 0 ]] || note "FAIL    memcheck (no test files listed)"
+  [[ -n "$filter" ]] && files=()
+  [[ -n "$filter" ]] && step memcheck 60 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    "$cuda_tests" "$filter"
   for f in "${files[@]}"; do
     name=${f#"[#test_"}
     name=${name#cuda_}
     step "memcheck_${name%"]"}" 60 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" -# "$f~[data]"
   done
-  kernels="[reduce],[softmax],[norm],[bias],[attention],[everyday]"
+  kernels=${filter:-"[reduce],[softmax],[norm],[bias],[attention],[everyday]"}
   for tool in racecheck synccheck initcheck; do
     step "$tool" 60 "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 "$cuda_tests" "$kernels"
   done
@@ -231,10 +241,16 @@ else
     step "${tool}_rows" 60 "${rows[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
   done
+  # the tiles with 64 rows a block (the tests' shapes take 32)
+  for tool in memcheck racecheck; do
+    step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+      "$cuda_tests" "[attention]"
+  done
 fi
 
 # ---- the samples, one epoch on each device, and the GPT on the GPU
 samples=$work/build/samples
+if [[ -z "$filter" ]]; then
 step sample_cnn_gpu 60 "$samples/train_fashion_mnist" --device cuda --model cnn --epochs 1 \
   --data "$REEL_FASHION_MNIST" --out "$work/cnn_gpu" --logdir "$work/tb_gpu"
 step sample_cnn_cpu 60 "$samples/train_fashion_mnist" --device cpu --model cnn --epochs 1 \
@@ -255,6 +271,7 @@ fi
 step sample_gpt 45 "$samples/train_gpt" --small --device cuda --steps 200 --eval-interval 100 \
   --data "$work/data/fortunes" --out "$work/gpt" --logdir none
 fi
+fi
 
 # ---- reel against PyTorch eager on this GPU: W12 and SDPA with the row kernels first,
 # then the default paths (W12 with the tiles first) in the time left
@@ -270,6 +287,16 @@ profile() {
       --profile 1
 }
 step profiles 40 profile
+# SDPA alone with 32 and with 64 rows a block (REEL_CUDA_ATTENTION_ROWS), against the
+# geometry's own choice in the compare below
+sdpa_rows() {
+  local r
+  for r in 32 64; do
+    echo "REEL_CUDA_ATTENTION_ROWS=$r"
+    REEL_CUDA_ATTENTION_ROWS=$r "$work/build/bench/bench_w12_gpt" --device cuda --sdpa-only 1 --reps 3 || return 1
+  done
+}
+step sdpa_rows_per_block 40 sdpa_rows
 rem=$(left)
 if ((rem > 30)); then
   step compare $((rem - 10)) python3 "$root/bench/compare.py" "${compare_args[@]}" --only "${BENCH_ONLY:-W12,W1,W3,W4,W6,W7,W8}" \

@@ -133,35 +133,44 @@ TEST_CASE("attention's tiles cover every query and key, fit the device's shared 
   CHECK(geo::attention_head_bucket(64, 64) == 64);
   CHECK(geo::attention_head_bucket(8, 65) == 128);
   CHECK(geo::attention_head_bucket(129, 8) == 0);
-  // the forward at head 64: q, k, v [64][65] and the weights [64][65], floats
-  CHECK(geo::attention_smem_bytes(64, 3, 1, 0) == 4 * (3 * 64 * 65 + 64 * 65));
+  // the forward at head 64, 64 rows a block: q, k, v [64][65] and the weights [64][65], floats
+  CHECK(geo::attention_smem_bytes(64, 64, 1, 2, 1, 0) == 4 * (3 * 64 * 65 + 64 * 65));
+  CHECK(geo::attention_smem_bytes(64, 32, 1, 2, 1, 0) == 4 * (32 * 65 + 2 * 64 * 65 + 32 * 65));
 
   const size_t h200 = 232448, a100 = 166912, sm86 = 101376, default_48k = 49152;
   for (size_t limit : {h200, a100, sm86, default_48k})
-    for (int64_t bh : {int64_t(1), int64_t(6), int64_t(1000)})
-      for (int64_t l : {int64_t(1), int64_t(37), int64_t(64), int64_t(65), int64_t(4096)})
-        for (int64_t s : {int64_t(1), int64_t(45), int64_t(128), int64_t(4097)})
-          for (int64_t e : {int64_t(16), int64_t(64), int64_t(96), int64_t(128), int64_t(200)}) {
-            INFO("limit " << limit << " bh " << bh << " l " << l << " s " << s << " e " << e);
-            geo::AttentionTiles t = geo::attention_tiles(bh, l, s, e, e, limit);
-            if (t.head == 0) continue;
-            CHECK(t.head >= e);
-            CHECK(t.q_tiles * geo::kAttentionTile >= l);
-            CHECK((t.q_tiles - 1) * geo::kAttentionTile < l);
-            CHECK(t.k_tiles * geo::kAttentionTile >= s);
-            CHECK((t.k_tiles - 1) * geo::kAttentionTile < s);
-            CHECK(t.forward_blocks == bh * t.q_tiles);
-            CHECK(t.backward_kv_blocks == bh * t.k_tiles);
-            CHECK(std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem}) <= limit);
-          }
-  // an H200 serves every head up to 128; an A100 too; 48 KiB serves none (the backward's
-  // four tiles do not fit), nor does a head over 128
-  CHECK(geo::attention_tiles(6, 1024, 1024, 128, 128, h200).head == 128);
-  CHECK(geo::attention_tiles(6, 1024, 1024, 128, 128, a100).head == 128);
-  CHECK(geo::attention_tiles(6, 1024, 1024, 64, 64, sm86).head == 64);
-  CHECK(geo::attention_tiles(6, 1024, 1024, 128, 128, sm86).head == 0);
-  CHECK(geo::attention_tiles(6, 1024, 1024, 32, 32, default_48k).head == 0);
-  CHECK(geo::attention_tiles(6, 1024, 1024, 200, 64, h200).head == 0);
-  CHECK(geo::attention_tiles(0, 1024, 1024, 64, 64, h200).head == 0);
-  CHECK(geo::attention_tiles(6, 0, 1024, 64, 64, h200).head == 0);
+    for (int sms : {1, 132})
+      for (int64_t bh : {int64_t(1), int64_t(6), int64_t(1000)})
+        for (int64_t l : {int64_t(1), int64_t(37), int64_t(64), int64_t(65), int64_t(4096)})
+          for (int64_t s : {int64_t(1), int64_t(45), int64_t(128), int64_t(4097)})
+            for (int64_t e : {int64_t(16), int64_t(64), int64_t(96), int64_t(128), int64_t(200)}) {
+              INFO("limit " << limit << " sms " << sms << " bh " << bh << " l " << l << " s " << s << " e " << e);
+              geo::AttentionTiles t = geo::attention_tiles(bh, l, s, e, e, limit, sms);
+              if (t.head == 0) continue;
+              CHECK(t.head >= e);
+              CHECK((t.rows == 32 || t.rows == 64));
+              CHECK(t.threads() == 4 * t.rows);
+              CHECK(t.q_tiles * t.rows >= l);
+              CHECK((t.q_tiles - 1) * t.rows < l);
+              CHECK(t.k_tiles * t.rows >= s);
+              CHECK((t.k_tiles - 1) * t.rows < s);
+              CHECK(t.forward_blocks == bh * t.q_tiles);
+              CHECK(t.backward_kv_blocks == bh * t.k_tiles);
+              CHECK(std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem}) <= limit);
+            }
+  // an H200 serves every head up to 128; an A100 too; 48 KiB serves no head over 32 (the
+  // backward's four tiles do not fit), nor does anything serve a head over 128
+  CHECK(geo::attention_tiles(6, 1024, 1024, 128, 128, h200, 132).head == 128);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 128, 128, a100, 108).head == 128);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 64, 64, sm86, 84).head == 64);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 64, 64, default_48k, 132).head == 0);
+  CHECK(geo::attention_tiles(6, 1024, 1024, 200, 64, h200, 132).head == 0);
+  CHECK(geo::attention_tiles(0, 1024, 1024, 64, 64, h200, 132).head == 0);
+  CHECK(geo::attention_tiles(6, 0, 1024, 64, 64, h200, 132).head == 0);
+  // 32 rows a block while 64 would leave SMs idle; 64 once there are 4 tiles an SM
+  CHECK(geo::attention_tiles(6, 1024, 1024, 64, 64, h200, 132).rows == 32);
+  CHECK(geo::attention_tiles(528, 64, 64, 64, 64, h200, 132).rows == 64);
+  CHECK(geo::attention_tiles(527, 64, 64, 64, 64, h200, 132).rows == 32);
+  CHECK(geo::attention_tiles(527, 64, 64, 64, 64, h200, 132, 64).rows == 64);  // REEL_CUDA_ATTENTION_ROWS
+  CHECK(geo::attention_tiles(528, 64, 64, 64, 64, h200, 132, 32).rows == 32);
 }

@@ -96,14 +96,17 @@ inline int64_t optim_grid(int64_t chunks, int sm_count) {
   return std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(sm_count) * 8));
 }
 
-// Scaled dot-product attention's tiled float32 kernels (cuda/attention_tiled.cu): tiles of
-// 64 query rows by 64 keys, a block of kBlockThreads threads each holding a 4 x 4 block
-// of scores; the head sizes E and Ev rounded up to 32, 64 or 128 (the register arrays
-// the kernels are compiled for). Shared memory holds the block's tiles, each row padded
-// by one float so that column reads fall on distinct banks. A shape the tiles do not
-// serve (a head over 128, tiles over the device's shared memory, a grid past gridDim.x)
-// takes the row kernels (cuda/attention.cu), as does float64 and REEL_CUDA_ATTENTION=rows.
-constexpr int kAttentionTile = 64;
+// Scaled dot-product attention's tiled float32 kernels (cuda/attention_tiled.cu): a block
+// owns `rows` (32 or 64) queries (forward, dq) or keys (dk, dv) of one head and streams
+// the other side through shared memory 64 at a time; its 4 rows threads each hold a 4 x 4
+// block of scores. The head sizes E and Ev are rounded up to 32, 64 or 128 (the register
+// arrays the kernels are compiled for). Shared memory holds the tiles, each row padded by
+// one float so that column reads fall on distinct banks. 32 rows a block when 64 would
+// leave SMs idle (a short or causal sequence on few heads), else 64 (fewer reloads of the
+// streamed tiles). A shape the tiles do not serve (a head over 128, tiles over the
+// device's shared memory, a grid past gridDim.x) takes the row kernels (cuda/attention.cu),
+// as does float64 and REEL_CUDA_ATTENTION=rows.
+constexpr int kAttentionTile = 64;  // the streamed side's rows
 
 enum class AttentionKernel { rows, tiles, invalid };
 // REEL_CUDA_ATTENTION: unset or empty, the default; "rows" or "tiles"; anything else invalid.
@@ -116,10 +119,12 @@ inline AttentionKernel attention_kernel_from_env(const char* value, AttentionKer
 }
 
 struct AttentionTiles {
-  int head = 0;                                         // 32, 64 or 128; 0: the tiles do not serve the shape
-  int64_t q_tiles = 0, k_tiles = 0;                     // tiles of 64 queries, of 64 keys
+  int head = 0;                      // 32, 64 or 128; 0: the tiles do not serve the shape
+  int rows = 0;                      // a block's own rows: 32 or 64 (threads: 4 rows)
+  int64_t q_tiles = 0, k_tiles = 0;  // blocks of `rows` queries, of `rows` keys, per head
   int64_t forward_blocks = 0, backward_q_blocks = 0, backward_kv_blocks = 0;
   size_t forward_smem = 0, backward_q_smem = 0, backward_kv_smem = 0;  // dynamic shared memory, bytes
+  int threads() const { return 4 * rows; }
 };
 
 inline int attention_head_bucket(int64_t e, int64_t ev) {
@@ -127,27 +132,32 @@ inline int attention_head_bucket(int64_t e, int64_t ev) {
   return h <= 32 ? 32 : h <= 64 ? 64 : h <= 128 ? 128 : 0;
 }
 
-// The shared memory each kernel takes, in floats: `tiles` row tiles [64][head + 1], `square`
-// score tiles [64][65], `vectors` per-row vectors [64].
-inline size_t attention_smem_bytes(int head, int tiles, int square, int vectors) {
-  const size_t t = kAttentionTile;
-  return sizeof(float) * (size_t(tiles) * t * size_t(head + 1) + size_t(square) * t * (t + 1) + size_t(vectors) * t);
+// Shared memory in bytes: `own` row tiles of the block's rows and `streamed` of 64 rows, each
+// [r][head + 1]; `square` score tiles [rows][65]; `vectors` per-row vectors of 64.
+inline size_t attention_smem_bytes(int head, int rows, int own, int streamed, int square, int vectors) {
+  const size_t t = kAttentionTile, h = size_t(head + 1), r = size_t(rows);
+  return sizeof(float) *
+         (size_t(own) * r * h + size_t(streamed) * t * h + size_t(square) * r * (t + 1) + size_t(vectors) * t);
 }
 
-// bh heads of l queries and s keys; smem_limit: the device's shared memory per block
-// with the opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin).
-inline AttentionTiles attention_tiles(int64_t bh, int64_t l, int64_t s, int64_t e, int64_t ev, size_t smem_limit) {
+// bh heads of l queries and s keys; smem_limit: the device's shared memory per block with
+// the opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin); sm_count: its SMs; rows: 32 or 64
+// to take that many rows a block whatever the shape (REEL_CUDA_ATTENTION_ROWS), 0 to choose.
+inline AttentionTiles attention_tiles(int64_t bh, int64_t l, int64_t s, int64_t e, int64_t ev, size_t smem_limit,
+                                      int sm_count, int rows = 0) {
   AttentionTiles t;
   const int head = attention_head_bucket(e, ev);
   if (head == 0 || bh <= 0 || l <= 0 || s <= 0) return t;
-  t.q_tiles = (l + kAttentionTile - 1) / kAttentionTile;
-  t.k_tiles = (s + kAttentionTile - 1) / kAttentionTile;
+  const int64_t wide = bh * ((std::max(l, s) + kAttentionTile - 1) / kAttentionTile);
+  t.rows = rows == 32 || rows == 64 ? rows : wide < 4 * int64_t(std::max(1, sm_count)) ? 32 : 64;
+  t.q_tiles = (l + t.rows - 1) / t.rows;
+  t.k_tiles = (s + t.rows - 1) / t.rows;
   t.forward_blocks = bh * t.q_tiles;
   t.backward_q_blocks = bh * t.q_tiles;
   t.backward_kv_blocks = bh * t.k_tiles;
-  t.forward_smem = attention_smem_bytes(head, 3, 1, 0);      // q, k, v; the weights
-  t.backward_q_smem = attention_smem_bytes(head, 4, 1, 2);   // q, do, k, v; ds; lse, D
-  t.backward_kv_smem = attention_smem_bytes(head, 4, 2, 2);  // k, v, q, do; p z and ds; lse, D
+  t.forward_smem = attention_smem_bytes(head, t.rows, 1, 2, 1, 0);      // q; k, v; the weights
+  t.backward_q_smem = attention_smem_bytes(head, t.rows, 2, 2, 1, 2);   // q, do; k, v; ds; lse, D
+  t.backward_kv_smem = attention_smem_bytes(head, t.rows, 2, 2, 2, 2);  // k, v; q, do; p z, ds; lse, D
   const size_t most = std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem});
   const int64_t blocks = std::max(t.forward_blocks, t.backward_kv_blocks);
   if (most > smem_limit || blocks > kGridXMax) return AttentionTiles{};

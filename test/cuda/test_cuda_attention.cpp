@@ -40,6 +40,8 @@ TEST_CASE("sdpa on the GPU matches the CPU", "[cuda][attention]") {
 // The tiled float32 kernels' head sizes (REEL_CUDA_ATTENTION=tiles; gpu-run.sh runs this
 // file both ways): several 64-row tiles with ragged ends on both sides, heads 64 and 128
 // (E != Ev), every mask kind.
+// These shapes take 32 rows a block (few heads); gpu-run.sh runs the file again with
+// REEL_CUDA_ATTENTION_ROWS=64.
 TEST_CASE("sdpa on the GPU matches the CPU over several tiles at heads 64 and 128", "[cuda][attention]") {
   manual_seed(22);
   auto sdpa = [](SdpaOptions o) {
