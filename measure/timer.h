@@ -40,8 +40,9 @@ struct TimerOptions {
   int64_t runs_per_block = 0;   // > 0: fixed block size, no autorange
   double noise_threshold = 0.10;  // IQR / median above this sets Measurement::noisy
   // A GPU's blocks (and measure_phases' phases) timed by CUDA events (cuda::EventTimer)
-  // rather than the host's clock around a sync. Off until a GPU has measured it against
-  // the clock (issue 46's pack runs test/cuda/test_cuda_bench.cpp with both).
+  // rather than the host's clock around a sync. Off: on an H200 (2026-11-28) the two agreed
+  // on a GPU-bound body but differed by a quarter on a launch-bound one (512^2 products),
+  // and the clock is what a user waits for (docs/benchmarking.md).
   bool cuda_events = false;
 };
 
