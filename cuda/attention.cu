@@ -205,14 +205,27 @@ Args<T> args_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
 
 // REEL_CUDA_ATTENTION (read once): "tiles" (the default since the H200 measured them
 // correct, sanitizer-clean and 7-20x faster, 2026-11-28) takes the tiled float32 kernels
-// where they serve the shape, "rows" these kernels always
-bool use_tiles() {
+// where they serve the shape, "rows" these kernels always; "vector" the tiles with 16-byte
+// shared-memory reads (attention_vector.cu), not yet measured, else the tiles
+geometry::AttentionKernel kernel_kind() {
   static const geometry::AttentionKernel kind =
       geometry::attention_kernel_from_env(std::getenv("REEL_CUDA_ATTENTION"), geometry::AttentionKernel::tiles);
   if (kind == geometry::AttentionKernel::invalid)
-    throw Error(std::string("scaled_dot_product_attention: REEL_CUDA_ATTENTION must be rows or tiles, got \"") +
+    throw Error(std::string("scaled_dot_product_attention: REEL_CUDA_ATTENTION must be rows, tiles or vector, got \"") +
                 std::getenv("REEL_CUDA_ATTENTION") + "\"");
-  return kind == geometry::AttentionKernel::tiles;
+  return kind;
+}
+
+// the float32 paths in order of preference; false: the row kernels
+bool forward_fast(Context& c, const Args<float>& a) {
+  const geometry::AttentionKernel kind = kernel_kind();
+  if (kind == geometry::AttentionKernel::vector && attention::forward_vector(c, a)) return true;
+  return kind != geometry::AttentionKernel::rows && attention::forward_tiles(c, a);
+}
+bool backward_fast(Context& c, const Args<float>& a) {
+  const geometry::AttentionKernel kind = kernel_kind();
+  if (kind == geometry::AttentionKernel::vector && attention::backward_vector(c, a)) return true;
+  return kind != geometry::AttentionKernel::rows && attention::backward_tiles(c, a);
 }
 
 }  // namespace
@@ -229,7 +242,7 @@ void CudaBackend::attention_forward(const Tensor& out, const Tensor& lse, const 
     a.out = static_cast<T*>(out.data_ptr());
     a.lse_out = static_cast<T*>(lse.data_ptr());
     if constexpr (std::is_same_v<T, float>) {
-      if (use_tiles() && attention::forward_tiles(c, a)) return;
+      if (forward_fast(c, a)) return;
     }
     forward_rows<T><<<c.grid_for(a.BH * a.L, kWarps), kThreads, 0, c.stream>>>(a);
     check_launch(op);
@@ -258,7 +271,7 @@ void CudaBackend::attention_backward(const Tensor& gq, const Tensor& gk, const T
       check_launch(op);
     }
     if constexpr (std::is_same_v<T, float>) {
-      if (use_tiles() && attention::backward_tiles(c, a)) return;
+      if (backward_fast(c, a)) return;
     }
     if (a.BH * a.L > 0) {
       backward_q<T><<<c.grid_for(a.BH * a.L, kWarps), kThreads, 0, c.stream>>>(a);

@@ -52,5 +52,10 @@ __device__ __forceinline__ T dropout_factor(const Args<T>& a, int64_t bh, int64_
 // kernels run). backward_tiles needs a.D (do_i . o_i) already written.
 bool forward_tiles(Context& c, const Args<float>& a);
 bool backward_tiles(Context& c, const Args<float>& a);
+// The same with 16-byte shared-memory reads (attention_vector.cu, REEL_CUDA_ATTENTION=vector).
+bool forward_vector(Context& c, const Args<float>& a);
+bool backward_vector(Context& c, const Args<float>& a);
+// REEL_CUDA_ATTENTION_ROWS (read once): 32 or 64 rows a block whatever the shape; 0 unset.
+int rows_from_env();
 
 }  // namespace reel::cuda::attention

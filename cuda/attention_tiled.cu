@@ -257,18 +257,6 @@ __global__ void __launch_bounds__(4 * R) backward_kv_kernel(Args<float> a) {
   store_rows<H, R>(a.gv + bh * a.S * a.Ev, gv, j0, a.S, a.Ev, ty, tx);
 }
 
-// REEL_CUDA_ATTENTION_ROWS (read once): 32 or 64 rows a block whatever the shape, to
-// measure one against the other (scripts/gpu-run.sh); unset, the geometry chooses
-int rows_from_env() {
-  static const int rows = [] {
-    const char* v = std::getenv("REEL_CUDA_ATTENTION_ROWS");
-    if (!v || !*v) return 0;
-    const std::string s(v);
-    if (s == "32" || s == "64") return std::stoi(s);
-    throw Error("scaled_dot_product_attention: REEL_CUDA_ATTENTION_ROWS must be 32 or 64, got \"" + s + "\"");
-  }();
-  return rows;
-}
 
 geometry::AttentionTiles plan(Context& c, const Args<float>& a) {
   int device = 0, bytes = 0;
@@ -313,6 +301,18 @@ bool with_tiles(const geometry::AttentionTiles& t, Fn&& fn) {
 }
 
 }  // namespace
+
+// to measure one against the other (scripts/gpu-run.sh); unset, the geometry chooses
+int rows_from_env() {
+  static const int rows = [] {
+    const char* v = std::getenv("REEL_CUDA_ATTENTION_ROWS");
+    if (!v || !*v) return 0;
+    const std::string s(v);
+    if (s == "32" || s == "64") return std::stoi(s);
+    throw Error("scaled_dot_product_attention: REEL_CUDA_ATTENTION_ROWS must be 32 or 64, got \"" + s + "\"");
+  }();
+  return rows;
+}
 
 bool forward_tiles(Context& c, const Args<float>& a) {
   const geometry::AttentionTiles t = plan(c, a);

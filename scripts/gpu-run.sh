@@ -26,9 +26,12 @@
 #   cuda_tests_rows, memcheck_rows, racecheck_rows, synccheck_rows, initcheck_rows
 #               the attention tests with the switch REEL_CUDA_ATTENTION=rows (not the default)
 #   cuda_tests_rows64, memcheck_rows64, racecheck_rows64   the tiles at 64 rows a block
+#   cuda_tests_vector*, memcheck_vector*, racecheck_vector*   REEL_CUDA_ATTENTION=vector, 32
+#               and 64 rows a block
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
-#   sdpa_rows_per_block  W12's SDPA with 32 and with 64 rows a block (REEL_CUDA_ATTENTION_ROWS)
+#   sdpa_rows_per_block  W12's SDPA, tiles and vector tiles, 32 and 64 rows a block
+#               (REEL_CUDA_ATTENTION, REEL_CUDA_ATTENTION_ROWS)
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
 # the benchmark JSON lines). Exit 0 when every step passed; 3 when there is no GPU.
@@ -200,6 +203,7 @@ note "PASS    gpu ($(nvidia-smi -L | head -1))"
 # the other side of each switch (docs/cuda.md, "switches"): the row kernels of attention
 rows=(env REEL_CUDA_ATTENTION=rows)
 rows64=(env REEL_CUDA_ATTENTION_ROWS=64)  # the tiles with 64 rows a block whatever the shape
+vector=(env REEL_CUDA_ATTENTION=vector)   # the tiles with 16-byte shared reads (not yet measured)
 
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -212,6 +216,8 @@ step cuda_tests 100 "$cuda_tests" --durations yes ${filter:+"$filter"}
 # ---- REEL_CUDA_ATTENTION=rows over the attention tests (the tiles, the default, ran them above)
 step cuda_tests_rows 60 "${rows[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_rows64 60 "${rows64[@]}" "$cuda_tests" --durations yes "[attention]"
+step cuda_tests_vector 60 "${vector[@]}" "$cuda_tests" --durations yes "[attention]"
+step cuda_tests_vector64 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -241,10 +247,14 @@ else
     step "${tool}_rows" 60 "${rows[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
   done
-  # the tiles with 64 rows a block (the tests' shapes take 32)
+  # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
     step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
+    step "${tool}_vector" 60 "${vector[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+      "$cuda_tests" "[attention]"
+    step "${tool}_vector64" 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$sanitizer" --tool "$tool" \
+      --error-exitcode 1 --print-limit 30 "$cuda_tests" "[attention]"
   done
 fi
 
@@ -290,10 +300,13 @@ step profiles 40 profile
 # SDPA alone with 32 and with 64 rows a block (REEL_CUDA_ATTENTION_ROWS), against the
 # geometry's own choice in the compare below
 sdpa_rows() {
-  local r
-  for r in 32 64; do
-    echo "REEL_CUDA_ATTENTION_ROWS=$r"
-    REEL_CUDA_ATTENTION_ROWS=$r "$work/build/bench/bench_w12_gpt" --device cuda --sdpa-only 1 --reps 3 || return 1
+  local r k
+  for k in tiles vector; do
+    for r in 32 64; do
+      echo "REEL_CUDA_ATTENTION=$k REEL_CUDA_ATTENTION_ROWS=$r"
+      REEL_CUDA_ATTENTION=$k REEL_CUDA_ATTENTION_ROWS=$r "$work/build/bench/bench_w12_gpt" --device cuda \
+        --sdpa-only 1 --reps 3 || return 1
+    done
   done
 }
 step sdpa_rows_per_block 40 sdpa_rows

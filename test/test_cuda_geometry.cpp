@@ -174,3 +174,37 @@ TEST_CASE("attention's tiles cover every query and key, fit the device's shared 
   CHECK(geo::attention_tiles(527, 64, 64, 64, 64, h200, 132, 64).rows == 64);  // REEL_CUDA_ATTENTION_ROWS
   CHECK(geo::attention_tiles(528, 64, 64, 64, 64, h200, 132, 32).rows == 32);
 }
+
+TEST_CASE("attention's vector tiles cover every row with 16-byte aligned tiles inside shared memory",
+          "[cuda][geometry][attention]") {
+  CHECK(geo::attention_kernel_from_env("vector", geo::AttentionKernel::tiles) == geo::AttentionKernel::vector);
+  CHECK(geo::attention_vector_head(16, 24) == 64);
+  CHECK(geo::attention_vector_head(64, 65) == 128);
+  CHECK(geo::attention_vector_head(129, 1) == 0);
+  const size_t h200 = 232448, a100 = 166912;
+  for (size_t limit : {h200, a100})
+    for (int64_t bh : {int64_t(1), int64_t(6), int64_t(1000)})
+      for (int64_t l : {int64_t(1), int64_t(37), int64_t(65), int64_t(4096)})
+        for (int64_t e : {int64_t(16), int64_t(64), int64_t(96), int64_t(128)})
+          for (int rows : {0, 32, 64}) {
+            INFO("limit " << limit << " bh " << bh << " l " << l << " e " << e << " rows " << rows);
+            geo::AttentionTiles t = geo::attention_vector_tiles(bh, l, l + 3, e, e, limit, 132, rows);
+            // unforced, some rows always fit an H200; an A100 (163 KiB) takes heads up to 64
+            // (head 128's dk, dv at 32 rows need 192000 bytes: the scalar tiles serve it)
+            if (rows == 0 && (limit == h200 || e <= 64)) CHECK(t.head != 0);
+            if (t.head == 0) continue;
+            CHECK(t.head >= e);
+            CHECK(t.head % 64 == 0);
+            CHECK(t.q_tiles * t.rows >= l);
+            CHECK(t.k_tiles * t.rows >= l + 3);
+            CHECK(std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem}) <= limit);
+            // every sub-array of the kernels starts on 16 bytes: each is a multiple of 4 floats
+            CHECK(t.forward_smem % 16 == 0);
+            CHECK(t.backward_kv_smem % 16 == 0);
+          }
+  // head 128 at 64 rows needs 242176 bytes for dk, dv: the H200 takes 32 rows instead
+  CHECK(geo::attention_vector_smem_bytes(128, 64, 2, 2, 2, 2, 2) == 242176);
+  CHECK(geo::attention_vector_tiles(1000, 4096, 4096, 128, 128, h200, 132).rows == 32);
+  CHECK(geo::attention_vector_tiles(1000, 4096, 4096, 64, 64, h200, 132).rows == 64);
+  CHECK(geo::attention_vector_tiles(6, 1024, 1024, 128, 128, a100, 108).head == 0);
+}

@@ -108,13 +108,15 @@ inline int64_t optim_grid(int64_t chunks, int sm_count) {
 // as does float64 and REEL_CUDA_ATTENTION=rows.
 constexpr int kAttentionTile = 64;  // the streamed side's rows
 
-enum class AttentionKernel { rows, tiles, invalid };
-// REEL_CUDA_ATTENTION: unset or empty, the default; "rows" or "tiles"; anything else invalid.
+enum class AttentionKernel { rows, tiles, vector, invalid };
+// REEL_CUDA_ATTENTION: unset or empty, the default; "rows", "tiles" or "vector"; anything
+// else invalid.
 inline AttentionKernel attention_kernel_from_env(const char* value, AttentionKernel fallback) {
   if (!value || !*value) return fallback;
   std::string_view v(value);
   if (v == "rows") return AttentionKernel::rows;
   if (v == "tiles") return AttentionKernel::tiles;
+  if (v == "vector") return AttentionKernel::vector;
   return AttentionKernel::invalid;
 }
 
@@ -160,6 +162,43 @@ inline AttentionTiles attention_tiles(int64_t bh, int64_t l, int64_t s, int64_t 
   t.backward_kv_smem = attention_smem_bytes(head, t.rows, 2, 2, 2, 2);  // k, v; q, do; p z, ds; lse, D
   const size_t most = std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem});
   const int64_t blocks = std::max(t.forward_blocks, t.backward_kv_blocks);
+  if (most > smem_limit || blocks > kGridXMax) return AttentionTiles{};
+  t.head = head;
+  return t;
+}
+
+// The vector tiles (cuda/attention_vector.cu, REEL_CUDA_ATTENTION=vector): the same blocks
+// and grid as attention_tiles, but every shared-memory read 16 bytes wide. The score
+// products read both operands transposed ([head][rows + 4]), the weighted sums read the
+// streamed tile row-major ([64][head + 4]) and the weights row-major ([rows][68]); a thread
+// owns rows 4 ty..4 ty + 3 and columns 4 tx..4 tx + 3 (+ 64). Heads round up to 64 or 128.
+inline int attention_vector_head(int64_t e, int64_t ev) {
+  int64_t h = std::max(e, ev);
+  return h <= 64 ? 64 : h <= 128 ? 128 : 0;
+}
+
+// floats: `own_t` own tiles transposed [head][rows + 4], `str_t` streamed transposed
+// [head][68], `str_n` streamed row-major [64][head + 4], `weights` [rows][68], `vectors` [64]
+inline size_t attention_vector_smem_bytes(int head, int rows, int own_t, int str_t, int str_n, int weights,
+                                          int vectors) {
+  const size_t h = size_t(head), r = size_t(rows), t = kAttentionTile;
+  return sizeof(float) * (size_t(own_t) * h * (r + 4) + size_t(str_t) * h * (t + 4) + size_t(str_n) * t * (h + 4) +
+                          size_t(weights) * r * (t + 4) + size_t(vectors) * t);
+}
+
+inline AttentionTiles attention_vector_tiles(int64_t bh, int64_t l, int64_t s, int64_t e, int64_t ev,
+                                             size_t smem_limit, int sm_count, int rows = 0) {
+  AttentionTiles t = attention_tiles(bh, l, s, std::min<int64_t>(e, 128), std::min<int64_t>(ev, 128), size_t(-1),
+                                     sm_count, rows);
+  const int head = attention_vector_head(e, ev);
+  if (head == 0 || t.rows == 0) return AttentionTiles{};
+  t.forward_smem = attention_vector_smem_bytes(head, t.rows, 1, 1, 1, 1, 0);      // q^T; k^T; v; the weights
+  t.backward_q_smem = attention_vector_smem_bytes(head, t.rows, 2, 2, 1, 1, 2);   // q^T, do^T; k^T, v^T; k; ds
+  t.backward_kv_smem = attention_vector_smem_bytes(head, t.rows, 2, 2, 2, 2, 2);  // k^T, v^T; q^T, do^T; q, do
+  const size_t most = std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem});
+  const int64_t blocks = std::max(t.forward_blocks, t.backward_kv_blocks);
+  if (most > smem_limit && t.rows == 64 && rows == 0)  // head 128 at 64 rows passes an H100's 227 KiB
+    return attention_vector_tiles(bh, l, s, e, ev, smem_limit, sm_count, 32);
   if (most > smem_limit || blocks > kGridXMax) return AttentionTiles{};
   t.head = head;
   return t;
