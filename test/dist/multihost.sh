@@ -77,13 +77,16 @@ opts=(--distributed --model mlp --epochs 1 --steps-per-epoch "$steps" --global-b
       --logdir none)
 # the README's command (docs: "Several machines"), with the agent in ssh's place; both
 # "hosts" share this machine's cores, so the ranks yield when they wait (mpirun does that
-# itself for ranks it knows to be oversubscribed on one host)
+# itself for ranks it knows to be oversubscribed on one host) and are not bound: each
+# host's mpirun binds its first rank to core 0, so two "hosts" put their ranks on the same
+# core, and a busy-polling rank then holds it for a scheduler tick (4 ms at HZ = 250) before
+# its peer runs: every TCP message took 4 ms until --bind-to none (2026-11-28)
 cd "$work" || exit 1
 start=$(date +%s.%N)
 timeout 300 ip netns exec "$a" unshare --uts sh -c 'hostname reel-host-a; exec "$@"' sh \
   "$mpirun" -H reel-host-a:2,reel-host-b:2 --mca plm_rsh_agent "$agent" \
   --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" \
-  --mca mpi_yield_when_idle 1 \
+  --mca mpi_yield_when_idle 1 --bind-to none \
   -x OMP_NUM_THREADS "$train" "${opts[@]}" --out two_hosts > two_hosts.log 2>&1 ||
   { cat two_hosts.log; fail "2 hosts x 2 ranks failed"; }
 two_s=$(echo "$(date +%s.%N) - $start" | bc)
@@ -106,7 +109,7 @@ if [ -n "$sweep" ]; then
   echo "all-reduce alone, 1 rank on each of 2 hosts (TCP):"
   timeout 300 ip netns exec "$a" unshare --uts sh -c 'hostname reel-host-a; exec "$@"' sh \
     "$mpirun" -H reel-host-a:1,reel-host-b:1 --mca plm_rsh_agent "$agent" \
-    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" ${REEL_MULTIHOST_MCA:-} \
+    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" --bind-to none ${REEL_MULTIHOST_MCA:-} \
     -x OMP_NUM_THREADS "$sweep" --only sweep --reps 1 2>&1 | grep -v '^W13'
   echo "all-reduce alone, 2 ranks on one host (shared memory):"
   timeout 300 "$mpirun" -np 2 "$sweep" --only sweep --reps 1 2>&1 | grep -v '^W13'
