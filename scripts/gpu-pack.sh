@@ -5,7 +5,7 @@
 # CUDA 13 driver, PyTorch's pip CUDA libraries, no apt, no network):
 #   PACK/run.sh               step 2: `bash PACK/run.sh` there (in the repository root)
 #   PACK/bin.tar.xz           libreel, reel_cuda_tests, the bench_w* programs, the samples
-#                             train_fashion_mnist and train_gpt, stripped (build-tree layout:
+#                             train_fashion_mnist, train_gpt and bench_mlp_vs_conv1x1, stripped (build-tree layout:
 #                             bench/compare.py --build reads it as it is)
 #   PACK/debs/                the runtime packages that machine lacks: libdnnl2, libfmt9,
 #                             ocl-icd-libopencl1 (apt-get download, never installed)
@@ -42,7 +42,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREEL_CUDA=ON -DCMAK
   -DREEL_WERROR=ON -DREEL_DIST=OFF -DREEL_ONNX=OFF -DREEL_BUILD_TESTS=ON -DREEL_BUILD_BENCH=ON \
   -DREEL_BUILD_SAMPLES=ON -DREEL_BENCH_LIBTORCH=OFF
 mapfile -t benches < <(ninja -C "$build" -t targets all | sed -n 's/^\(bench_w[0-9a-z_]*\): phony$/\1/p' | sort -u)
-targets=(reel reel_cuda_tests train_fashion_mnist train_gpt "${benches[@]}")
+targets=(reel reel_cuda_tests train_fashion_mnist train_gpt bench_mlp_vs_conv1x1 "${benches[@]}")
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 rm -rf "$pack"
@@ -56,7 +56,7 @@ for so in "$build"/libreel.so.0 "$build"/libreel_omp_env.so.0; do
 done
 cp "$build/test/cuda/reel_cuda_tests" "$stage/test/cuda/"
 for b in "${benches[@]}"; do cp "$build/bench/$b" "$stage/bench/"; done
-cp "$build/samples/train_fashion_mnist" "$build/samples/train_gpt" "$stage/samples/"
+cp "$build/samples/train_fashion_mnist" "$build/samples/train_gpt" "$build/samples/bench_mlp_vs_conv1x1" "$stage/samples/"
 find "$stage" -type f -exec strip --strip-debug {} +
 tar -C "$stage" -cJf "$pack/bin.tar.xz" .
 # the runtime libraries Ubuntu 24.04 with PyTorch's CUDA wheels lacks (its libstdc++, libgomp and zlib do)

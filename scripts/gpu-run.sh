@@ -22,6 +22,7 @@
 #               warp shuffles (reduce, softmax, norm, bias sums, attention, sort and scans)
 #   sample_cnn_gpu, sample_cnn_cpu   train_fashion_mnist --model cnn, one epoch on each
 #               device from the same seed; accuracy_gap: their test accuracies within 0.5 points
+#   sample_bench_mlp_vs_conv1x1  the user bench sample, --quick, CPU and GPU
 #   sample_gpt  train_gpt --small on the GPU, 200 steps
 #   cuda_tests_rows, memcheck_rows, racecheck_rows, synccheck_rows, initcheck_rows
 #               the attention tests with the switch REEL_CUDA_ATTENTION=rows (not the default)
@@ -278,6 +279,9 @@ else
   note "FAIL    accuracy_gap (no test accuracy in the sample logs)"
   status=1
 fi
+# issue 43's user bench program on both devices (quick sizes): the dense MLP against its 1x1
+# convolutions, FLOPs equal, times in alternation, % of peak
+step sample_bench_mlp_vs_conv1x1 60 "$samples/bench_mlp_vs_conv1x1" --quick --out "$work/bench_mlp_vs_conv1x1"
 step sample_gpt 45 "$samples/train_gpt" --small --device cuda --steps 200 --eval-interval 100 \
   --data "$work/data/fortunes" --out "$work/gpt" --logdir none
 fi
