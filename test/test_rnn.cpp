@@ -19,8 +19,10 @@ namespace {
 
 const char* const kModes[] = {"rnn_tanh", "rnn_relu", "gru", "lstm"};
 
+// Never destroyed: its tensors must not be freed at exit after the CPU backend (made after
+// this map, hence destroyed before it; UBSan's vptr check), as test/torch_table.h's tables.
 const safetensors::File& reference(const std::string& mode) {
-  static std::map<std::string, safetensors::File> files;
+  static std::map<std::string, safetensors::File>& files = *new std::map<std::string, safetensors::File>();
   auto it = files.find(mode);
   if (it == files.end())
     it = files.emplace(mode, safetensors::load(std::string(REEL_SOURCE_DIR) + "/test/reference/rnn_" + mode +

@@ -78,8 +78,10 @@ struct Case {
 };
 // One table per file for the whole test program, read on first use: the files that share a
 // generated table (libtorch_surface.txt) read it once.
+// Never destroyed: its tensors would be freed at exit after the CPU backend they came from
+// (a static of libreel made after this map, hence destroyed before it; UBSan's vptr check).
 inline const Table& cached_torch_table(const std::string& file) {
-  static std::map<std::string, Table> tables;
+  static std::map<std::string, Table>& tables = *new std::map<std::string, Table>();
   auto it = tables.find(file);
   if (it == tables.end()) it = tables.emplace(file, load_torch_table(file)).first;
   return it->second;
