@@ -16,6 +16,7 @@
 #include <cstring>
 #include <map>
 #include <string_view>
+#include <exception>
 #include <thread>
 #include <unordered_map>
 
@@ -626,20 +627,30 @@ void export_model(nn::Module& module, const std::function<std::vector<Tensor>(co
     bool was = grad_enabled();
     set_grad_enabled(true);
     std::thread::id me = std::this_thread::get_id();
+    // An op the tracer refuses is kept and thrown after the forward returns: thrown from
+    // inside the hook, the error unwound through the op's recording and leaked its outputs
+    // (LeakSanitizer, test/onnx/export_models.cpp's refusals).
+    std::exception_ptr refused;
     debug::HookHandle hook = debug::add_op_hook([&](const debug::OpRecord& r) {
-      if (std::this_thread::get_id() != me || r.phase != debug::Phase::forward) return;
-      if (r.depth == 0) tracer.op(r);
-      else if (r.depth == 1) tracer.nested(r);
+      if (refused || std::this_thread::get_id() != me || r.phase != debug::Phase::forward) return;
+      try {
+        if (r.depth == 0) tracer.op(r);
+        else if (r.depth == 1) tracer.nested(r);
+      } catch (...) {
+        refused = std::current_exception();
+      }
     });
     try {
       outputs = forward(inputs);
     } catch (...) {
       hook.remove();
       set_grad_enabled(was);
+      if (refused) std::rethrow_exception(refused);  // the first refusal, not what followed from it
       throw;
     }
     hook.remove();
     set_grad_enabled(was);
+    if (refused) std::rethrow_exception(refused);
   }
   for (size_t i = 0; i < outputs.size(); ++i)
     tracer.output(outputs[i], i < options.output_names.size() ? options.output_names[i] : "output" + std::to_string(i),
