@@ -48,6 +48,56 @@ __device__ __forceinline__ T dropout_factor(const Args<T>& a, int64_t bh, int64_
   return double(philox::to_unit(b.w[idx % 4])) >= a.dropout_p ? T(1.0 / (1.0 - a.dropout_p)) : T(0);
 }
 
+// ---- shared by the tiled kernels (attention_tiled.cu, attention_vector.cu), whose
+// threads hold 4 rows each and share them with the 15 other lanes of their half-warp
+
+// max and sum over the 16 lanes of a half-warp that share rows (lanes ty * 16 + tx)
+__device__ __forceinline__ float half_max(float v) {
+  for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kAll, v, o));
+  return v;
+}
+__device__ __forceinline__ float half_sum(float v) {
+  for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(kAll, v, o);
+  return v;
+}
+
+// p_ij z_ij and ds_ij = scale p_ij (z_ij do_i . v_j - D_i) from the raw q_i . k_j and do_i . v_j
+__device__ __forceinline__ void grads_at(const Args<float>& a, int64_t bh, int64_t i, int64_t j, float qk, float dv,
+                                         float lse, float D, float& pz, float& ds) {
+  pz = 0.f;
+  ds = 0.f;
+  if (i >= a.L || j >= a.S || lse == -INFINITY) return;
+  const float s = masked(a, bh, i, j, a.scale * qk);
+  if (s == -INFINITY) return;
+  const float p = expf(s - lse), z = dropout_factor(a, bh, i, j);
+  pz = p * z;
+  ds = a.scale * p * ((z == 0.f ? 0.f : z * dv) - D);
+}
+
+// lse_i and D_i of rows [r0, r0 + n) into shared vectors (-inf and 0 past the end), by a
+// block of 4 R threads
+template <int R>
+__device__ __forceinline__ void load_row_stats(float* lse, float* D, const Args<float>& a, int64_t bh, int64_t r0,
+                                               int n) {
+  for (int t = threadIdx.x; t < n; t += 4 * R) {
+    const int64_t i = r0 + t;
+    lse[t] = i < a.L ? a.lse[bh * a.L + i] : -INFINITY;
+    D[t] = i < a.L ? a.D[bh * a.L + i] : 0.f;
+  }
+}
+
+// The current device's shared memory per block with the opt-in (attention_tiled.cu).
+size_t smem_optin();
+
+// Launches kernel with `smem` bytes of dynamic shared memory, allowing it past 48 KiB first
+template <typename Kernel, typename... A>
+void launch_tiles(Context& c, Kernel kernel, int64_t blocks, int threads, size_t smem, const char* op, A... args) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), op,
+        "cudaFuncSetAttribute");
+  kernel<<<unsigned(blocks), threads, smem, c.stream>>>(args...);
+  check_launch(op);
+}
+
 // The tiled float32 kernels: false when they do not serve the shape (then the row
 // kernels run). backward_tiles needs a.D (do_i . o_i) already written.
 bool forward_tiles(Context& c, const Args<float>& a);

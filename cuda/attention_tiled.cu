@@ -20,16 +20,6 @@ namespace {
 constexpr int kT = geometry::kAttentionTile;  // the streamed side's rows
 constexpr int kSP = kT + 1;                   // a score tile's padded row
 
-// max and sum over the 16 lanes of a half-warp that share rows (lanes ty * 16 + tx)
-__device__ __forceinline__ float half_max(float v) {
-  for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kAll, v, o));
-  return v;
-}
-__device__ __forceinline__ float half_sum(float v) {
-  for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(kAll, v, o);
-  return v;
-}
-
 // rows [r0, r0 + N) of src [rows, cols] into dst [N][H + 1], zeros past either end, by
 // the block's 4 R threads
 template <int H, int N, int R>
@@ -88,19 +78,6 @@ __device__ __forceinline__ void store_rows(float* out, const float (&acc)[4][H /
     for (int b = 0; b < H / 16; ++b)
       if (tx + 16 * b < cols) out[i * cols + tx + 16 * b] = acc[r][b];
   }
-}
-
-// p_ij z_ij and ds_ij = scale p_ij (z_ij do_i . v_j - D_i) from the raw q_i . k_j and do_i . v_j
-__device__ __forceinline__ void grads_at(const Args<float>& a, int64_t bh, int64_t i, int64_t j, float qk, float dv,
-                                         float lse, float D, float& pz, float& ds) {
-  pz = 0.f;
-  ds = 0.f;
-  if (i >= a.L || j >= a.S || lse == -INFINITY) return;
-  const float s = masked(a, bh, i, j, a.scale * qk);
-  if (s == -INFINITY) return;
-  const float p = expf(s - lse), z = dropout_factor(a, bh, i, j);
-  pz = p * z;
-  ds = a.scale * p * ((z == 0.f ? 0.f : z * dv) - D);
 }
 
 // The forward: o and lse of R query rows, online softmax over the key tiles
@@ -166,17 +143,6 @@ __global__ void __launch_bounds__(4 * R) forward_kernel(Args<float> a, int64_t q
     if (tx == 0 && i < a.L) a.lse_out[bh * a.L + i] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
   }
   store_rows<H, R>(a.out + bh * a.L * a.Ev, o, i0, a.L, a.Ev, ty, tx);
-}
-
-// lse_i and D_i of rows [r0, r0 + n) into shared vectors (-inf and 0 past the end)
-template <int R>
-__device__ __forceinline__ void load_row_stats(float* lse, float* D, const Args<float>& a, int64_t bh, int64_t r0,
-                                               int n) {
-  for (int t = threadIdx.x; t < n; t += 4 * R) {
-    const int64_t i = r0 + t;
-    lse[t] = i < a.L ? a.lse[bh * a.L + i] : -INFINITY;
-    D[t] = i < a.L ? a.D[bh * a.L + i] : 0.f;
-  }
 }
 
 // dq of R query rows: dq_i = sum_j ds_ij k_j over the key tiles
@@ -259,33 +225,20 @@ __global__ void __launch_bounds__(4 * R) backward_kv_kernel(Args<float> a) {
 
 
 geometry::AttentionTiles plan(Context& c, const Args<float>& a) {
-  int device = 0, bytes = 0;
-  check(cudaGetDevice(&device), "scaled_dot_product_attention", "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-        "scaled_dot_product_attention", "cudaDeviceGetAttribute");
-  return geometry::attention_tiles(a.BH, a.L, a.S, a.E, a.Ev, size_t(bytes), c.sm_count, rows_from_env());
-}
-
-// Launches kernel with `smem` bytes of dynamic shared memory, allowing it past 48 KiB first
-template <typename Kernel, typename... A>
-void launch(Context& c, Kernel kernel, int64_t blocks, int threads, size_t smem, const char* op, A... args) {
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), op,
-        "cudaFuncSetAttribute");
-  kernel<<<unsigned(blocks), threads, smem, c.stream>>>(args...);
-  check_launch(op);
+  return geometry::attention_tiles(a.BH, a.L, a.S, a.E, a.Ev, smem_optin(), c.sm_count, rows_from_env());
 }
 
 template <int H, int R>
 void forward_as(Context& c, const Args<float>& a, const geometry::AttentionTiles& t) {
-  launch(c, forward_kernel<H, R>, t.forward_blocks, t.threads(), t.forward_smem, "scaled_dot_product_attention", a,
+  launch_tiles(c, forward_kernel<H, R>, t.forward_blocks, t.threads(), t.forward_smem, "scaled_dot_product_attention", a,
          t.q_tiles);
 }
 
 template <int H, int R>
 void backward_as(Context& c, const Args<float>& a, const geometry::AttentionTiles& t) {
   const char* op = "scaled_dot_product_attention_backward";
-  launch(c, backward_q_kernel<H, R>, t.backward_q_blocks, t.threads(), t.backward_q_smem, op, a, t.q_tiles);
-  launch(c, backward_kv_kernel<H, R>, t.backward_kv_blocks, t.threads(), t.backward_kv_smem, op, a);
+  launch_tiles(c, backward_q_kernel<H, R>, t.backward_q_blocks, t.threads(), t.backward_q_smem, op, a, t.q_tiles);
+  launch_tiles(c, backward_kv_kernel<H, R>, t.backward_kv_blocks, t.threads(), t.backward_kv_smem, op, a);
 }
 
 // calls fn.template operator()<H, R>() for the plan's head and rows; false when it has none
@@ -312,6 +265,14 @@ int rows_from_env() {
     throw Error("scaled_dot_product_attention: REEL_CUDA_ATTENTION_ROWS must be 32 or 64, got \"" + s + "\"");
   }();
   return rows;
+}
+
+size_t smem_optin() {
+  int device = 0, bytes = 0;
+  check(cudaGetDevice(&device), "scaled_dot_product_attention", "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+        "scaled_dot_product_attention", "cudaDeviceGetAttribute");
+  return size_t(bytes);
 }
 
 bool forward_tiles(Context& c, const Args<float>& a) {

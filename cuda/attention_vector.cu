@@ -20,14 +20,6 @@ namespace {
 constexpr int kT = geometry::kAttentionTile;
 constexpr int kTP = kT + 4;  // a streamed transposed tile's or the weights' padded row
 
-__device__ __forceinline__ float half_max(float v) {
-  for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kAll, v, o));
-  return v;
-}
-__device__ __forceinline__ float half_sum(float v) {
-  for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(kAll, v, o);
-  return v;
-}
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void st4(float* p, float a, float b, float c, float d) {
   *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
@@ -110,28 +102,6 @@ __device__ __forceinline__ void store_rows(float* out, const float (&acc)[4][H /
 #pragma unroll
     for (int b = 0; b < H / 16; ++b)
       if (col(b, tx) < cols) out[i * cols + col(b, tx)] = acc[r][b];
-  }
-}
-
-__device__ __forceinline__ void grads_at(const Args<float>& a, int64_t bh, int64_t i, int64_t j, float qk, float dv,
-                                         float lse, float D, float& pz, float& ds) {
-  pz = 0.f;
-  ds = 0.f;
-  if (i >= a.L || j >= a.S || lse == -INFINITY) return;
-  const float s = masked(a, bh, i, j, a.scale * qk);
-  if (s == -INFINITY) return;
-  const float p = expf(s - lse), z = dropout_factor(a, bh, i, j);
-  pz = p * z;
-  ds = a.scale * p * ((z == 0.f ? 0.f : z * dv) - D);
-}
-
-template <int R>
-__device__ __forceinline__ void load_row_stats(float* lse, float* D, const Args<float>& a, int64_t bh, int64_t r0,
-                                               int n) {
-  for (int t = threadIdx.x; t < n; t += 4 * R) {
-    const int64_t i = r0 + t;
-    lse[t] = i < a.L ? a.lse[bh * a.L + i] : -INFINITY;
-    D[t] = i < a.L ? a.D[bh * a.L + i] : 0.f;
   }
 }
 
@@ -279,19 +249,7 @@ __global__ void __launch_bounds__(4 * R) backward_kv_kernel(Args<float> a) {
 }
 
 geometry::AttentionTiles plan(Context& c, const Args<float>& a) {
-  int device = 0, bytes = 0;
-  check(cudaGetDevice(&device), "scaled_dot_product_attention", "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-        "scaled_dot_product_attention", "cudaDeviceGetAttribute");
-  return geometry::attention_vector_tiles(a.BH, a.L, a.S, a.E, a.Ev, size_t(bytes), c.sm_count, rows_from_env());
-}
-
-template <typename Kernel, typename... A>
-void launch(Context& c, Kernel kernel, int64_t blocks, int threads, size_t smem, const char* op, A... args) {
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), op,
-        "cudaFuncSetAttribute");
-  kernel<<<unsigned(blocks), threads, smem, c.stream>>>(args...);
-  check_launch(op);
+  return geometry::attention_vector_tiles(a.BH, a.L, a.S, a.E, a.Ev, smem_optin(), c.sm_count, rows_from_env());
 }
 
 template <typename Fn>
@@ -309,7 +267,7 @@ bool with_tiles(const geometry::AttentionTiles& t, Fn&& fn) {
 bool forward_vector(Context& c, const Args<float>& a) {
   const geometry::AttentionTiles t = plan(c, a);
   return with_tiles(t, [&]<int H, int R>() {
-    launch(c, forward_kernel<H, R>, t.forward_blocks, t.threads(), t.forward_smem, "scaled_dot_product_attention", a,
+    launch_tiles(c, forward_kernel<H, R>, t.forward_blocks, t.threads(), t.forward_smem, "scaled_dot_product_attention", a,
            t.q_tiles);
   });
 }
@@ -318,8 +276,8 @@ bool backward_vector(Context& c, const Args<float>& a) {
   const geometry::AttentionTiles t = plan(c, a);
   const char* op = "scaled_dot_product_attention_backward";
   return with_tiles(t, [&]<int H, int R>() {
-    launch(c, backward_q_kernel<H, R>, t.backward_q_blocks, t.threads(), t.backward_q_smem, op, a, t.q_tiles);
-    launch(c, backward_kv_kernel<H, R>, t.backward_kv_blocks, t.threads(), t.backward_kv_smem, op, a);
+    launch_tiles(c, backward_q_kernel<H, R>, t.backward_q_blocks, t.threads(), t.backward_q_smem, op, a, t.q_tiles);
+    launch_tiles(c, backward_kv_kernel<H, R>, t.backward_kv_blocks, t.threads(), t.backward_kv_smem, op, a);
   });
 }
 

@@ -10,15 +10,19 @@ using namespace reel;
 using cuda_test::leaf;
 using V = std::vector<Tensor>;
 
+namespace {
+// sdpa with options o on {q, k, v} or {q, k, v, mask}
+cuda_test::Fn sdpa(SdpaOptions o) {
+  return [o](const V& v) {
+    SdpaOptions p = o;
+    if (v.size() > 3) p.attn_mask = v[3];
+    return scaled_dot_product_attention(v[0], v[1], v[2], p);
+  };
+}
+}  // namespace
+
 TEST_CASE("sdpa on the GPU matches the CPU", "[cuda][attention]") {
   manual_seed(20);
-  auto sdpa = [](SdpaOptions o) {
-    return [o](const V& v) {
-      SdpaOptions p = o;
-      if (v.size() > 3) p.attn_mask = v[3];
-      return scaled_dot_product_attention(v[0], v[1], v[2], p);
-    };
-  };
   V qkv = {leaf({2, 3, 37, 16}), leaf({2, 3, 45, 16}), leaf({2, 3, 45, 24})};
   CHECK_SAME_ON_GPU(sdpa({}), qkv, 1e-4, 1e-5);
   CHECK_SAME_ON_GPU(sdpa({.is_causal = true}), qkv, 1e-4, 1e-5);
@@ -38,20 +42,13 @@ TEST_CASE("sdpa on the GPU matches the CPU", "[cuda][attention]") {
   }, qkv, 1e-4, 1e-5);
 }
 
-// The tiled float32 kernels' head sizes (REEL_CUDA_ATTENTION=tiles; gpu-run.sh runs this
-// file both ways): several 64-row tiles with ragged ends on both sides, heads 64 and 128
+// The tiled float32 kernels' head sizes (the default tiles; gpu-run.sh runs this file with
+// each REEL_CUDA_ATTENTION): several 64-row tiles with ragged ends on both sides, heads 64 and 128
 // (E != Ev), every mask kind.
 // These shapes take 32 rows a block (few heads); gpu-run.sh runs the file again with
 // REEL_CUDA_ATTENTION_ROWS=64.
 TEST_CASE("sdpa on the GPU matches the CPU over several tiles at heads 64 and 128", "[cuda][attention]") {
   manual_seed(22);
-  auto sdpa = [](SdpaOptions o) {
-    return [o](const V& v) {
-      SdpaOptions p = o;
-      if (v.size() > 3) p.attn_mask = v[3];
-      return scaled_dot_product_attention(v[0], v[1], v[2], p);
-    };
-  };
   V h64 = {leaf({2, 2, 130, 64}), leaf({2, 2, 200, 64}), leaf({2, 2, 200, 64})};
   CHECK_SAME_ON_GPU(sdpa({}), h64, 1e-4, 1e-5);
   CHECK_SAME_ON_GPU(sdpa({.is_causal = true}), h64, 1e-4, 1e-5);
