@@ -314,7 +314,8 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   }
   if (!std::isinf(norm_type)) total = norm_type == 2.0 ? sqrt(total) : pow(total, 1.0 / norm_type);
   Tensor coef = clamp(max_norm / (total + 1e-6), -INFINITY, 1.0);
-  for (Tensor& g : grads) g.copy_(g * coef.to(g.dtype()));
+  // in place, as PyTorch's g.mul_(clip_coef): one pass a gradient, not a product and a copy
+  for (Tensor& g : grads) g.mul_(coef.to(g.dtype()));
   return total;
 }
 
