@@ -178,6 +178,15 @@ TEST_CASE("max pooling with ties matches PyTorch: the first maximum of each wind
   check1("max_pool2d_ties_s2", [](const Tensor& x) { return max_pool2d(x, {.kernel = 2, .stride = 2}); });
 }
 
+TEST_CASE("linear at an empty inner dim or batch and on NaN/inf inputs matches PyTorch, gradients included",
+          "[edges][torch][linear]") {
+  auto lin = [](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); };
+  check("linear_k0", {"x", "w", "b"}, lin);  // y is the bias; the bias takes every row's gradient
+  check("linear_n0", {"x", "w", "b"}, lin);  // no rows: zero weight and bias gradients
+  check("linear_nonfinite", {"x", "w", "b"}, lin);
+  check("linear_relu_k0", {"x", "w", "b"}, [](const std::vector<Tensor>& v) { return linear_relu(v[0], v[1], v[2]); });
+}
+
 TEST_CASE("1-d pooling takes ceil_mode and dilation, 2-d pooling dilation and divisor_override, as PyTorch",
           "[edges][torch][pool]") {
   check1("max_pool1d_ceil",

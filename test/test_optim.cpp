@@ -470,4 +470,22 @@ TEST_CASE("clip_grad_norm scales gradients as PyTorch does and returns the norm"
   CHECK(a.grad().to_vector<float>() == std::vector<float>{0.3f, 0.4f});
   optim::clip_grad_value({a}, 0.35);
   CHECK(a.grad().to_vector<float>() == std::vector<float>{0.3f, 0.35f});
+  // non-finite and empty gradients, as PyTorch 1.13's clip_grad_norm_ answers: an inf makes the
+  // norm inf and the scale 0 (inf * 0: NaN where it was), a NaN spreads to every gradient, an
+  // empty gradient counts nothing
+  Tensor p = zeros({2}).requires_grad_(), q = zeros({2}).requires_grad_(), e = zeros({0}).requires_grad_();
+  auto is_nan = [](float v) { return std::isnan(v); };
+  p.set_grad(tensor({3.0, INFINITY}));
+  q.set_grad(tensor({1.0, 2.0}));
+  CHECK(std::isinf(optim::clip_grad_norm({p, q, e}, 5.0).item<double>()));
+  CHECK(p.grad().to_vector<float>()[0] == 0.0f);
+  CHECK(is_nan(p.grad().to_vector<float>()[1]));
+  CHECK(q.grad().to_vector<float>() == std::vector<float>{0.0f, 0.0f});
+  p.set_grad(tensor({3.0, NAN}));
+  q.set_grad(tensor({1.0, 2.0}));
+  CHECK(is_nan(optim::clip_grad_norm({p, q, e}, 5.0).item<double>()));
+  for (float v : p.grad().to_vector<float>()) CHECK(is_nan(v));
+  for (float v : q.grad().to_vector<float>()) CHECK(is_nan(v));
+  e.set_grad(zeros({0}));
+  CHECK(optim::clip_grad_norm({e}, 5.0).item<double>() == 0.0);
 }

@@ -2,7 +2,8 @@
 # Reference values for test/test_edges.cpp from PyTorch 1.13 (Debian's python3-torch): the
 # piecewise ops and losses at their break points (values and gradients, f32 and f64),
 # binary_cross_entropy at 0 and 1, pooling with dilation, ceil_mode and divisor_override,
-# and convolutions with string padding. Run from the repository root:
+# convolutions with string padding, and linear at empty dims and on NaN/inf inputs. Run from
+# the repository root:
 #   /usr/bin/python3 test/reference/edges35.py    (writes test/reference/edges35.txt)
 # A path as the argument writes there instead (PyTorch 2.x's answers, to compare).
 # Format: test/torch_table.h. Each case stores its inputs, the upstream gradient "g" and
@@ -192,6 +193,19 @@ case("conv2d_same_odd", lambda x, w, b: F.conv2d(x, w, b, padding="same"), {"x":
 case("conv2d_same_even", lambda x, w, b: F.conv2d(x, w, b, padding="same"), {"x": xc2, "w": w2e, "b": b2})
 case("conv2d_same_dil", lambda x, w: F.conv2d(x, w, None, padding="same", dilation=(2, 1)), {"x": xc2, "w": w2e})
 case("conv2d_valid", lambda x, w, b: F.conv2d(x, w, b, padding="valid", stride=(1, 2)), {"x": xc2, "w": w2e, "b": b2})
+
+# ---- linear with an empty inner dim (K = 0: y is the bias), an empty batch, and NaN/inf
+# inputs (appended last: the cases above keep their seeds)
+EMPTY = torch.empty(3, 0, dtype=torch.float64)
+case("linear_k0", lambda x, w, b: F.linear(x, w, b), {"x": EMPTY, "w": torch.empty(4, 0, dtype=torch.float64),
+                                                     "b": u(4)})
+case("linear_relu_k0", lambda x, w, b: F.relu(F.linear(x, w, b)),
+     {"x": EMPTY, "w": torch.empty(4, 0, dtype=torch.float64), "b": u(4)})
+case("linear_n0", lambda x, w, b: F.linear(x, w, b), {"x": torch.empty(0, 5, dtype=torch.float64), "w": u(4, 5),
+                                                     "b": u(4)})
+XNF = u(2, 3)
+XNF[0, 1], XNF[1, 2] = float("nan"), float("inf")
+case("linear_nonfinite", lambda x, w, b: F.linear(x, w, b), {"x": XNF, "w": u(4, 3), "b": u(4)})
 
 # ---- write
 names = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool"}
