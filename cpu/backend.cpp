@@ -212,9 +212,6 @@ bool copy_transposing(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
-}  // namespace
-
-namespace {
 // dst = src, bytes apart, on all the pool's threads once large: memory-bound, and one
 // core's memcpy reaches about half of what two do (10M floats on the 2-core Xeon: 3.0 ms
 // on one thread). Slices 64-byte aligned, one per thread.

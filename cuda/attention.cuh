@@ -86,9 +86,6 @@ __device__ __forceinline__ void load_row_stats(float* lse, float* D, const Args<
   }
 }
 
-// The current device's shared memory per block with the opt-in (attention_tiled.cu).
-size_t smem_optin();
-
 // Launches kernel with `smem` bytes of dynamic shared memory, allowing it past 48 KiB first
 template <typename Kernel, typename... A>
 void launch_tiles(Context& c, Kernel kernel, int64_t blocks, int threads, size_t smem, const char* op, A... args) {

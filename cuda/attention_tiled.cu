@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(4 * R) backward_kv_kernel(Args<float> a) {
 
 
 geometry::AttentionTiles plan(Context& c, const Args<float>& a) {
-  return geometry::attention_tiles(a.BH, a.L, a.S, a.E, a.Ev, smem_optin(), c.sm_count, rows_from_env());
+  return geometry::attention_tiles(a.BH, a.L, a.S, a.E, a.Ev, c.smem_optin, c.sm_count, rows_from_env());
 }
 
 template <int H, int R>
@@ -265,14 +265,6 @@ int rows_from_env() {
     throw Error("scaled_dot_product_attention: REEL_CUDA_ATTENTION_ROWS must be 32 or 64, got \"" + s + "\"");
   }();
   return rows;
-}
-
-size_t smem_optin() {
-  int device = 0, bytes = 0;
-  check(cudaGetDevice(&device), "scaled_dot_product_attention", "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-        "scaled_dot_product_attention", "cudaDeviceGetAttribute");
-  return size_t(bytes);
 }
 
 bool forward_tiles(Context& c, const Args<float>& a) {

@@ -9,8 +9,6 @@
 // columns 4 tx..4 tx + 3, head columns 64 g + 4 tx..+3.
 // Bound: compute (the tiles' FMAs), written against the float32 FMA peak; the scalar
 // tiles measured a quarter of it on an H200, held by their shared-memory loads.
-#include <cstdlib>
-
 #include "attention.cuh"
 #include "internal/launch_geometry.h"
 
@@ -249,7 +247,7 @@ __global__ void __launch_bounds__(4 * R) backward_kv_kernel(Args<float> a) {
 }
 
 geometry::AttentionTiles plan(Context& c, const Args<float>& a) {
-  return geometry::attention_vector_tiles(a.BH, a.L, a.S, a.E, a.Ev, smem_optin(), c.sm_count, rows_from_env());
+  return geometry::attention_vector_tiles(a.BH, a.L, a.S, a.E, a.Ev, c.smem_optin, c.sm_count, rows_from_env());
 }
 
 template <typename Fn>

@@ -90,6 +90,7 @@ Context* create_context(int device) {
   ctx->cc_major = prop.major;
   ctx->cc_minor = prop.minor;
   ctx->max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+  ctx->smem_optin = prop.sharedMemPerBlockOptin;
   ctx->total_memory = prop.totalGlobalMem;
   if (!attribute<int>(cudaDevAttrMemoryPoolsSupported, device))
     throw Error(fmt::format("cuda:{}: {} does not support stream-ordered memory pools (cudaMallocAsync), "

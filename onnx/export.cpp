@@ -14,9 +14,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <string_view>
-#include <exception>
 #include <thread>
 #include <unordered_map>
 

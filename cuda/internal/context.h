@@ -53,6 +53,7 @@ struct Context {
   // properties, read once
   std::string name;
   int sm_count = 1, cc_major = 0, cc_minor = 0, max_threads_per_sm = 2048;
+  size_t smem_optin = 48 * 1024;  // shared memory a block may take with the opt-in (cudaFuncSetAttribute)
   size_t total_memory = 0;
 
   // pinned and mapped: kernels write through `fault_device`, the host reads `fault` after a sync
