@@ -40,7 +40,8 @@ nn::Sequential make_w4() {
 }
 
 void run(const bench::Args& args, const char* name, nn::Sequential model, Dims image, dist::ProcessGroup* pg) {
-  const int64_t batch = 64, steps = args.get("--steps", 10);
+  // --batch: the global batch (64); a 1-process run at 64 / ranks is the DDP rank's work alone
+  const int64_t batch = args.get("--batch", 64), steps = args.get("--steps", 10);
   const int ranks = pg ? pg->size() : 1;
   std::optional<dist::DistributedDataParallel> ddp;
   // --progress-thread 1: a thread advances the all-reduces (default 0: the gradient hooks, DDP's default)

@@ -470,6 +470,11 @@ ProcessGroup& init(InitOptions opt) {
                          "torchrun-style launches are not supported",
                          ws, ws, ws), site);
     }
+    // OpenMPI's nonblocking all-reduce (libnbc) takes a binomial reduce + broadcast
+    // whenever there are fewer than 4 ranks, whatever the size: 8.3 ms for 16 MiB on 2
+    // ranks, where its ring takes 2.5 ms (docs/distributed.md, "Measured here"). Every
+    // gradient bucket goes through it, so the ring is the default unless the user chose.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
     int provided = 0;
     // MULTIPLE: DistributedDataParallel's progress thread tests its all-reduces while the
     // program's thread may call MPI too (it serialises its own calls; an MPI that offers
