@@ -37,11 +37,11 @@ inline const reel::bench::MachinePeak& machine(const Target& t) {
 
 // The JSON fields that name the probe: "probe_gbs": 41.3, "probe": "STREAM triad, ..."
 inline std::string probe_fields(const reel::bench::MachinePeak& p) {
-  char s[256];
+  char s[384];
   std::snprintf(s, sizeof s,
-                "\"probe_gbs\": %.4g, \"probe_inplace_add_gbs\": %.4g, \"probe_gflops\": %.4g, "
+                "\"probe_gbs\": %.4g, \"probe_inplace_add_gbs\": %.4g, \"probe_read_gbs\": %.4g, \"probe_gflops\": %.4g, "
                 "\"probe\": \"STREAM %s; oneDNN GEMM\"",
-                p.bandwidth_gbs, p.inplace_add_gbs, p.f32_gflops, p.bandwidth_kernel.c_str());
+                p.bandwidth_gbs, p.inplace_add_gbs, p.read_gbs, p.f32_gflops, p.bandwidth_kernel.c_str());
   return s;
 }
 

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   std::string probe = ::bench::probe_fields(peak) + (t.extra.empty() ? "" : ", " + t.extra);
   ::bench::report(args, "peak", "reel", t.name.c_str(), "probe_bandwidth_gbs", std::vector<double>{peak.bandwidth_gbs}, probe);
   ::bench::report(args, "peak", "reel", t.name.c_str(), "probe_f32_gflops", std::vector<double>{peak.f32_gflops}, probe);
+  if (peak.read_gbs > 0)
+    ::bench::report(args, "peak", "reel", t.name.c_str(), "probe_read_gbs", std::vector<double>{peak.read_gbs}, probe);
   if (peak.bf16_gflops > 0)
     ::bench::report(args, "peak", "reel", t.name.c_str(), "probe_bf16_gflops", std::vector<double>{peak.bf16_gflops}, probe);
   return 0;

@@ -39,6 +39,9 @@ struct MachinePeak {
   std::string bandwidth_kernel{};  // which one set it: "triad, non-temporal stores"
   double copy_gbs = 0, scale_gbs = 0, add_gbs = 0, triad_gbs = 0;  // each the best of both store kinds
   double inplace_add_gbs = 0;  // c[i] += b[i], regular stores: the floor's own form of a += b
+  // a read-only sum (the best of plain and prefetched): a reduction's floor. Not in
+  // bandwidth_gbs: STREAM's kernels also write, and a core's reads alone may reach less
+  double read_gbs = 0;
   double f32_gflops = 0;   // dense f32 products
   double bf16_gflops = 0;  // bf16 products with f32 accumulation; 0 where the CPU has no native bf16
   std::string probe{};       // how it was measured ("STREAM 3 x 256 MiB, ...; oneDNN matmul 2048^3 ...")

@@ -407,6 +407,7 @@ TEST_CASE("bench machine_peak: probes, the cache file, another key measured agai
   CHECK(p.bandwidth_gbs > 0);
   CHECK(p.bandwidth_gbs >= p.triad_gbs);
   CHECK(p.inplace_add_gbs > 0);
+  CHECK(p.read_gbs > 0);
   CHECK(p.bandwidth_gbs == std::max({p.copy_gbs, p.scale_gbs, p.add_gbs, p.triad_gbs, p.inplace_add_gbs}));
   CHECK(p.f32_gflops > 1);
   CHECK(p.threads >= 1);
@@ -418,6 +419,7 @@ TEST_CASE("bench machine_peak: probes, the cache file, another key measured agai
   CHECK(q.source.find("cache ") == 0);
   CHECK(q.bandwidth_gbs == Approx(p.bandwidth_gbs).epsilon(1e-5));
   CHECK(q.f32_gflops == Approx(p.f32_gflops).epsilon(1e-5));
+  CHECK(q.read_gbs == Approx(p.read_gbs).epsilon(1e-5));
   // a file keyed for another machine (or version) is not believed
   std::string text;
   {
