@@ -39,7 +39,7 @@ struct MachinePeak {
   std::string bandwidth_kernel{};  // which one set it: "triad, non-temporal stores"
   double copy_gbs = 0, scale_gbs = 0, add_gbs = 0, triad_gbs = 0;  // each the best of both store kinds
   double inplace_add_gbs = 0;  // c[i] += b[i], regular stores: the floor's own form of a += b
-  // a read-only sum (the best of plain and prefetched): a reduction's floor. Not in
+  // a read-only sum (the best of 1 or 4 streams a thread, plain and prefetched): a reduction's floor. Not in
   // bandwidth_gbs: STREAM's kernels also write, and a core's reads alone may reach less
   double read_gbs = 0;
   double f32_gflops = 0;   // dense f32 products
