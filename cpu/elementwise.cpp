@@ -117,7 +117,11 @@ void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, c
       const bool* c = std::get<1>(p);
       const T* x = std::get<2>(p);
       const T* y = std::get<3>(p);
-      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = c[i * st[1]] ? x[i * st[2]] : y[i * st[3]];
+      // both sides read, then a select: `c ? x[i] : y[i]` is a masked load GCC leaves scalar
+      for (int64_t i = 0; i < n; ++i) {
+        const T xv = x[i * st[2]], yv = y[i * st[3]];
+        o[i * st[0]] = c[i * st[1]] ? xv : yv;
+      }
     });
   });
 }
