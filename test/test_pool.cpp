@@ -1,6 +1,7 @@
 // max_pool2d, avg_pool2d, adaptive_avg_pool2d: values (hand-computed, and PyTorch's
 // for the less obvious windows), strided inputs, gradient routing, gradient checks, errors.
 #include <cmath>
+#include <cstring>
 
 #include "gradcheck.h"
 
@@ -63,6 +64,38 @@ TEST_CASE("2x2 max pooling's fast path picks what the general loop picks: ties, 
   (yg * w).sum().backward();
   (yf * w).sum().backward();
   CHECK(general.grad().contiguous().to_vector<float>() == fast.grad().to_vector<float>());
+}
+
+TEST_CASE("2x2 average pooling's fast path gives the general loop's bits, forward and backward", "[pool]") {
+  // Odd sizes (the last row and column outside every window), -0, inf and NaN; the
+  // transposed view has a non-unit width stride and so takes the general loop.
+  manual_seed(7);
+  for (Dims shape : {Dims{2, 3, 7, 9}, Dims{2, 3, 6, 8}})  // odd: rows outside every window; even: none
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor v = randn(shape, {.dtype = dt});
+    Tensor c = v.contiguous().to(DType::f64);
+    double* d = c.data<double>();
+    for (int64_t i = 0; i < c.numel(); i += 17) d[i] = -0.0;
+    d[5] = INFINITY, d[40] = -INFINITY, d[77] = std::nan("");
+    v = c.to(dt);
+    Tensor general = v.transpose(2, 3).contiguous().transpose(2, 3).requires_grad_();
+    Tensor fast = v.detach().clone().requires_grad_();
+    REQUIRE(general.stride(3) != 1);
+    REQUIRE(fast.stride(3) == 1);
+    Tensor yg = avg_pool2d(general, {.kernel = 2}), yf = avg_pool2d(fast, {.kernel = 2});
+    REQUIRE(yf.shape() == Dims{2, 3, shape[2] / 2, shape[3] / 2});
+    std::vector<double> a = yg.to(DType::f64).to_vector<double>(), b = yf.to(DType::f64).to_vector<double>();
+    bool same = true;
+    for (size_t i = 0; i < a.size(); ++i)
+      same = same && (std::isnan(a[i]) ? std::isnan(b[i]) : std::memcmp(&a[i], &b[i], sizeof(double)) == 0);
+    CHECK(same);
+    Tensor w = randn(yf.shape(), {.dtype = dt});
+    (yg * w).sum().backward();
+    (yf * w).sum().backward();
+    std::vector<double> ga = general.grad().to(DType::f64).contiguous().to_vector<double>();
+    std::vector<double> gb = fast.grad().to(DType::f64).to_vector<double>();
+    CHECK(std::memcmp(ga.data(), gb.data(), ga.size() * sizeof(double)) == 0);
+  }
 }
 
 TEST_CASE("max pooling's row-at-a-time loop picks what a window-at-a-time scan picks", "[pool]") {
