@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -139,17 +140,18 @@ int64_t kept_offset(const Split& s, int64_t o, int64_t& out_off) {
 // copy of this loop, 384 MiB of buffers, the Xeon of issue 42). Prefetches past the end
 // are hints, never faults.
 constexpr int kStreams = 4;
-constexpr int64_t kPrefetchAhead = 8192;  // bytes
+constexpr uintptr_t kPrefetchAhead = 8192;  // bytes
 template <typename T>
 void sum_runs(const T* const* p, int64_t n, T* out) {
   constexpr int kLanes = 32;
-  constexpr int64_t ahead = kPrefetchAhead / int64_t(sizeof(T));
   T acc[kStreams][kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int s = 0; s < kStreams; ++s) {
-      for (int64_t line = 0; line < int64_t(kLanes * sizeof(T)); line += 64)
-        __builtin_prefetch(reinterpret_cast<const char*>(p[s] + i + ahead) + line, 0, 2);
+      // the address as an integer: a pointer formed past the buffer would be undefined
+      const uintptr_t at = reinterpret_cast<uintptr_t>(p[s] + i) + uintptr_t(kPrefetchAhead);
+      for (uintptr_t line = 0; line < kLanes * sizeof(T); line += 64)
+        __builtin_prefetch(reinterpret_cast<const void*>(at + line), 0, 2);
 #pragma omp simd
       for (int j = 0; j < kLanes; ++j) acc[s][j] += p[s][i + j];
     }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -149,9 +150,10 @@ void read_kernel(const float* a, int64_t n, int streams, bool prefetch, int thre
     for (int64_t i = 0; i < part; i += 32)
       for (int st = 0; st < streams; ++st) {
         const float* p = a + lo + st * part + i;
-        if (prefetch) {
-          __builtin_prefetch(p + 4096, 0, 2);
-          __builtin_prefetch(p + 4096 + 16, 0, 2);
+        if (prefetch) {  // the address as an integer: a pointer formed past the array would be undefined
+          const uintptr_t at = reinterpret_cast<uintptr_t>(p) + 16384;
+          __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 2);
+          __builtin_prefetch(reinterpret_cast<const void*>(at + 64), 0, 2);
         }
 #pragma omp simd
         for (int j = 0; j < 32; ++j) acc[st][j] += p[j];

@@ -2,6 +2,9 @@
 // tensor from r, so every result is a closed formula of the rank count.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <string>
+
 #include <reel/reel.h>
 
 using namespace reel;
@@ -17,6 +20,24 @@ TEST_CASE("dist: the world is the launched ranks", "[dist][collectives]") {
   REQUIRE(pg().rank() >= 0);
   REQUIRE(pg().rank() < pg().size());
   REQUIRE(pg().local_size() >= 1);
+}
+
+TEST_CASE("dist: OpenMPI's nonblocking all-reduce takes its ring; a large one sums exactly", "[dist][collectives]") {
+  // dist::init sets the algorithm (1: ring) before MPI_Init unless the launch named one
+  const char* alg = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  REQUIRE(alg != nullptr);  // set by dist::init, or by a launch that chose (then kept)
+  if (std::string(alg) != "1") WARN("the launch chose libnbc's all-reduce algorithm " << alg);
+  // 3 M floats (12 MiB: the ring's chunks, several messages each): rank r holds i % 97 + r
+  int r = pg().rank(), n = pg().size();
+  const int64_t len = 3 << 20;
+  Tensor t = empty({len});
+  float* d = t.data<float>();
+  for (int64_t i = 0; i < len; ++i) d[i] = float(i % 97 + r);  // small integers: every sum exact in f32
+  pg().all_reduce(t, RO::sum);
+  std::vector<float> got = values(t);
+  bool exact = true;
+  for (int64_t i = 0; i < len; ++i) exact = exact && got[size_t(i)] == float(n * (i % 97) + n * (n - 1) / 2);
+  CHECK(exact);
 }
 
 TEST_CASE("dist: all_reduce sum, avg, max, min", "[dist][collectives]") {
