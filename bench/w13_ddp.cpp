@@ -45,7 +45,10 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
   const int ranks = pg ? pg->size() : 1;
   std::optional<dist::DistributedDataParallel> ddp;
   // --progress-thread 1: a thread advances the all-reduces (default 0: the gradient hooks, DDP's default)
-  if (pg)
+  // --barrier-only 1 (under mpirun): no DistributedDataParallel, a barrier where the
+  // gradients would be averaged: the step's cost of ranks waiting for each other alone
+  const bool barrier_only = pg && args.get("--barrier-only", 0) != 0;
+  if (pg && !barrier_only)
     ddp.emplace(model, *pg,
                 dist::DistributedDataParallelOptions{
                     .progress = args.get("--progress-thread", 0) ? dist::Progress::thread : dist::Progress::hooks});
@@ -59,6 +62,7 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
     Tensor loss = cross_entropy(ddp ? (*ddp)(x) : model(x), y);
     opt.zero_grad();
     loss.backward();
+    if (barrier_only) pg->barrier();
     if (ddp) waited += ddp->stats().wait_seconds;
     opt.step();
     return loss;
@@ -75,11 +79,11 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
     ms.push_back(1e3 * (bench::now_s() - t0) / double(steps));
     wait_ms.push_back(1e3 * waited / double(steps));
   }
-  std::string metric = std::string(name) + (pg ? "_ddp_step_ms" : "_1proc_step_ms");
+  std::string metric = std::string(name) + (barrier_only ? "_barrier_step_ms" : pg ? "_ddp_step_ms" : "_1proc_step_ms");
   std::string extra = "\"ranks\": " + std::to_string(ranks);
   if (pg) extra += args.get("--progress-thread", 0) ? ", \"progress\": \"thread\"" : ", \"progress\": \"hooks\"";
   bench::report(args, "W13", "reel", "cpu", metric.c_str(), ms, extra);
-  if (!pg) return;
+  if (!pg || barrier_only) return;  // (a barrier-only run's replicas each train their own)
   // the replicas must still agree after the timed steps (a broken all-reduce would be fast)
   double checksum = 0;
   for (const Tensor& p : model.parameters()) checksum += p.sum().item<double>();
