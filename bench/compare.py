@@ -265,6 +265,8 @@ def table(recs):
         floor_row("W6 sgd_momentum_step_ms vs 20 B", pooled(recs, "W6", "reel", "sgd_momentum_step_ms"),
                   20e7 / (gbs * 1e6), 1.25)
     vs_peer("W6", "adam_step_ms", 1e9, "W6 adam_step_ms (vs peers)")
+    # issue 42: reel's in-place add within 10% of the peers' add_ on the same bytes
+    vs_peer("W6", "add_inplace_ms", 1.1, "W6 a += b (add_inplace_ms) vs peers")
     # the machine probe's read-only sum (bench_w0_peak) where the program reported it, else
     # the program's own plain OpenMP read
     w7_floor = pooled(recs, "W7", "reel", "machine_read_floor_ms")
