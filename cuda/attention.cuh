@@ -6,6 +6,7 @@
 
 #include "../tensor/philox.h"
 #include "elementwise.cuh"
+#include "internal/launch_geometry.h"
 
 namespace reel::cuda::attention {
 
@@ -93,6 +94,19 @@ void launch_tiles(Context& c, Kernel kernel, int64_t blocks, int threads, size_t
         "cudaFuncSetAttribute");
   kernel<<<unsigned(blocks), threads, smem, c.stream>>>(args...);
   check_launch(op);
+}
+
+// Calls fn.template operator()<H, R>() for the plan's head bucket H (one of Heads: the
+// ones a kernel family is instantiated for) and its rows a block R; false when the plan's
+// head is none of them (then the row kernels run).
+template <int... Heads, typename Fn>
+bool with_tiles(const geometry::AttentionTiles& t, Fn&& fn) {
+  auto one = [&]<int H>() {
+    if (t.head != H) return false;
+    t.rows == 32 ? fn.template operator()<H, 32>() : fn.template operator()<H, 64>();
+    return true;
+  };
+  return (one.template operator()<Heads>() || ...);
 }
 
 // The tiled float32 kernels: false when they do not serve the shape (then the row

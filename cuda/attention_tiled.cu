@@ -223,34 +223,8 @@ __global__ void __launch_bounds__(4 * R) backward_kv_kernel(Args<float> a) {
   store_rows<H, R>(a.gv + bh * a.S * a.Ev, gv, j0, a.S, a.Ev, ty, tx);
 }
 
-
 geometry::AttentionTiles plan(Context& c, const Args<float>& a) {
   return geometry::attention_tiles(a.BH, a.L, a.S, a.E, a.Ev, c.smem_optin, c.sm_count, rows_from_env());
-}
-
-template <int H, int R>
-void forward_as(Context& c, const Args<float>& a, const geometry::AttentionTiles& t) {
-  launch_tiles(c, forward_kernel<H, R>, t.forward_blocks, t.threads(), t.forward_smem, "scaled_dot_product_attention", a,
-         t.q_tiles);
-}
-
-template <int H, int R>
-void backward_as(Context& c, const Args<float>& a, const geometry::AttentionTiles& t) {
-  const char* op = "scaled_dot_product_attention_backward";
-  launch_tiles(c, backward_q_kernel<H, R>, t.backward_q_blocks, t.threads(), t.backward_q_smem, op, a, t.q_tiles);
-  launch_tiles(c, backward_kv_kernel<H, R>, t.backward_kv_blocks, t.threads(), t.backward_kv_smem, op, a);
-}
-
-// calls fn.template operator()<H, R>() for the plan's head and rows; false when it has none
-template <typename Fn>
-bool with_tiles(const geometry::AttentionTiles& t, Fn&& fn) {
-  const bool r32 = t.rows == 32;
-  switch (t.head) {
-    case 32: r32 ? fn.template operator()<32, 32>() : fn.template operator()<32, 64>(); return true;
-    case 64: r32 ? fn.template operator()<64, 32>() : fn.template operator()<64, 64>(); return true;
-    case 128: r32 ? fn.template operator()<128, 32>() : fn.template operator()<128, 64>(); return true;
-    default: return false;
-  }
 }
 
 }  // namespace
@@ -269,12 +243,19 @@ int rows_from_env() {
 
 bool forward_tiles(Context& c, const Args<float>& a) {
   const geometry::AttentionTiles t = plan(c, a);
-  return with_tiles(t, [&]<int H, int R>() { forward_as<H, R>(c, a, t); });
+  return with_tiles<32, 64, 128>(t, [&]<int H, int R>() {
+    launch_tiles(c, forward_kernel<H, R>, t.forward_blocks, t.threads(), t.forward_smem, "scaled_dot_product_attention",
+                 a, t.q_tiles);
+  });
 }
 
 bool backward_tiles(Context& c, const Args<float>& a) {
   const geometry::AttentionTiles t = plan(c, a);
-  return with_tiles(t, [&]<int H, int R>() { backward_as<H, R>(c, a, t); });
+  const char* op = "scaled_dot_product_attention_backward";
+  return with_tiles<32, 64, 128>(t, [&]<int H, int R>() {
+    launch_tiles(c, backward_q_kernel<H, R>, t.backward_q_blocks, t.threads(), t.backward_q_smem, op, a, t.q_tiles);
+    launch_tiles(c, backward_kv_kernel<H, R>, t.backward_kv_blocks, t.threads(), t.backward_kv_smem, op, a);
+  });
 }
 
 }  // namespace reel::cuda::attention

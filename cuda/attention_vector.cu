@@ -250,30 +250,20 @@ geometry::AttentionTiles plan(Context& c, const Args<float>& a) {
   return geometry::attention_vector_tiles(a.BH, a.L, a.S, a.E, a.Ev, c.smem_optin, c.sm_count, rows_from_env());
 }
 
-template <typename Fn>
-bool with_tiles(const geometry::AttentionTiles& t, Fn&& fn) {
-  const bool r32 = t.rows == 32;
-  switch (t.head) {
-    case 64: r32 ? fn.template operator()<64, 32>() : fn.template operator()<64, 64>(); return true;
-    case 128: r32 ? fn.template operator()<128, 32>() : fn.template operator()<128, 64>(); return true;
-    default: return false;
-  }
-}
-
 }  // namespace
 
 bool forward_vector(Context& c, const Args<float>& a) {
   const geometry::AttentionTiles t = plan(c, a);
-  return with_tiles(t, [&]<int H, int R>() {
-    launch_tiles(c, forward_kernel<H, R>, t.forward_blocks, t.threads(), t.forward_smem, "scaled_dot_product_attention", a,
-           t.q_tiles);
+  return with_tiles<64, 128>(t, [&]<int H, int R>() {
+    launch_tiles(c, forward_kernel<H, R>, t.forward_blocks, t.threads(), t.forward_smem, "scaled_dot_product_attention",
+                 a, t.q_tiles);
   });
 }
 
 bool backward_vector(Context& c, const Args<float>& a) {
   const geometry::AttentionTiles t = plan(c, a);
   const char* op = "scaled_dot_product_attention_backward";
-  return with_tiles(t, [&]<int H, int R>() {
+  return with_tiles<64, 128>(t, [&]<int H, int R>() {
     launch_tiles(c, backward_q_kernel<H, R>, t.backward_q_blocks, t.threads(), t.backward_q_smem, op, a, t.q_tiles);
     launch_tiles(c, backward_kv_kernel<H, R>, t.backward_kv_blocks, t.threads(), t.backward_kv_smem, op, a);
   });

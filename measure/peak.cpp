@@ -179,55 +179,46 @@ StreamResult stream_probe(int64_t bytes, int threads, double seconds) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < n; ++i) a.p[i] = 1.f, b.p[i] = 2.f, c.p[i] = 0.f;
   StreamResult r;
+  volatile float sink = 0;
   struct Kernel {
     const char* name;
     double* out;
-    std::function<void(bool)> run;
-    int streams;  // arrays touched: STREAM counts each once
-    bool nt_too;  // also with non-temporal stores
+    std::function<void(bool)> run;  // bool: the variant (non-temporal stores; for a read, the prefetch)
+    int streams;    // arrays touched: STREAM counts each once
+    bool variant;   // also run with the variant on
+    bool sets_best; // a candidate for bandwidth_gbs (the reads are not: see read_gbs)
   };
   const float s = 3.f;
   std::vector<Kernel> kernels = {
-      {"copy", &r.copy, [&](bool nt) { stream_kernel(c.p, a.p, nullptr, 1.f, 0.f, n, nt, threads); }, 2, true},
-      {"scale", &r.scale, [&](bool nt) { stream_kernel(b.p, c.p, nullptr, s, 0.f, n, nt, threads); }, 2, true},
-      {"add", &r.add, [&](bool nt) { stream_kernel(c.p, a.p, b.p, 1.f, 1.f, n, nt, threads); }, 3, true},
-      {"triad", &r.triad, [&](bool nt) { stream_kernel(a.p, c.p, b.p, s, 1.f, n, nt, threads); }, 3, true},
+      {"copy", &r.copy, [&](bool nt) { stream_kernel(c.p, a.p, nullptr, 1.f, 0.f, n, nt, threads); }, 2, true, true},
+      {"scale", &r.scale, [&](bool nt) { stream_kernel(b.p, c.p, nullptr, s, 0.f, n, nt, threads); }, 2, true, true},
+      {"add", &r.add, [&](bool nt) { stream_kernel(c.p, a.p, b.p, 1.f, 1.f, n, nt, threads); }, 3, true, true},
+      {"triad", &r.triad, [&](bool nt) { stream_kernel(a.p, c.p, b.p, s, 1.f, n, nt, threads); }, 3, true, true},
       // c += b: the in-place pattern (a += b, an optimizer's update); the output is a line
       // just read, so regular stores only (non-temporal ones would evict it to no gain)
       {"add in place", &r.inplace_add, [&](bool nt) { stream_kernel(c.p, c.p, b.p, 1.f, 1.f, n, nt, threads); }, 3,
-       false},
+       false, true},
+      {"read", &r.read, [&](bool pf) { read_kernel(a.p, n, 1, pf, threads, &sink); }, 1, true, false},
+      {"read, 4 streams", &r.read, [&](bool pf) { read_kernel(a.p, n, 4, pf, threads, &sink); }, 1, true, false},
   };
   for (const Kernel& k : kernels)
-    for (bool nt : {false, true}) {
-      if (nt && !k.nt_too) continue;
-      k.run(nt);  // warm-up pass
+    for (bool variant : {false, true}) {
+      if (variant && !k.variant) continue;
+      k.run(variant);  // warm-up pass
       double best = 1e30, t_end = now_s() + seconds;
       for (int rep = 0; rep < 3 || now_s() < t_end; ++rep) {
         double t0 = now_s();
-        k.run(nt);
+        k.run(variant);
         best = std::min(best, now_s() - t0);
         if (rep > 200) break;
       }
       double gbs = double(k.streams) * double(n) * 4.0 / best / 1e9;
       if (gbs > *k.out) *k.out = gbs;
-      if (gbs > r.best) {
+      if (k.sets_best && gbs > r.best) {
         r.best = gbs;
-        r.best_kernel = fmt::format("{}, {} stores", k.name, nt ? "non-temporal" : "regular");
+        r.best_kernel = fmt::format("{}, {} stores", k.name, variant ? "non-temporal" : "regular");
       }
     }
-  volatile float sink = 0;
-  for (int streams : {1, 4})
-  for (bool prefetch : {false, true}) {
-    read_kernel(a.p, n, streams, prefetch, threads, &sink);  // warm-up pass
-    double best = 1e30, t_end = now_s() + seconds;
-    for (int rep = 0; rep < 3 || now_s() < t_end; ++rep) {
-      double t0 = now_s();
-      read_kernel(a.p, n, streams, prefetch, threads, &sink);
-      best = std::min(best, now_s() - t0);
-      if (rep > 200) break;
-    }
-    r.read = std::max(r.read, double(n) * 4.0 / best / 1e9);
-  }
   return r;
 }
 
