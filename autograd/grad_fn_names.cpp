@@ -56,6 +56,7 @@ constexpr Named kNames[] = {
     {"to", "ToCopyBackward0"},
     {"contiguous", "CloneBackward0"},
     {"chunk", "SplitBackward0"},
+    {"split", "SplitBackward0"},
     {"tile", "RepeatBackward0"},
     {"einsum", "ViewBackward0"},
     {"pad", "ConstantPadNdBackward0"},

@@ -25,7 +25,8 @@
 //   transpose                                        TransposeArgs
 //   permute                                          PermuteArgs
 //   slice                                            SliceArgs
-//   cat, scatter, scatter_add, index_select, gather  DimArgs
+//   cat, split, chunk, scatter, scatter_add,         DimArgs
+//   index_select, gather
 //   index_select_backward, gather_backward           LookupGradArgs
 //   index_add                                        IndexAddArgs
 //   embedding, embedding_backward                    EmbeddingArgs

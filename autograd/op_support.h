@@ -139,6 +139,8 @@ void check_defined(const OpScope& op, const Tensor& t, const char* what);
 // Every tensor defined, one dtype, one device, one rank; all shapes equal except in dim
 // `except` (-1: all equal). autograd/ops_join.cpp (cat, stack; batch_norm_relu's pieces)
 void check_joinable(const OpScope& op, const std::vector<Tensor>& ts, int except);
+// x's views of `sizes` along dim d (checked), one recorded node (split, chunk)
+std::vector<Tensor> split_views(const OpScope& op, const Tensor& x, int d, const std::vector<int64_t>& sizes);
 void check_same_device(const OpScope& op, const Tensor& a, const Tensor& b);
 void check_floating(const OpScope& op, const Tensor& t, const char* what);
 void check_dim(const OpScope& op, const Tensor& t, int expected, const char* what);

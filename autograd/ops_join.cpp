@@ -1,6 +1,7 @@
 // Joining and splitting: cat and stack copy into one new tensor (each input's
-// gradient is a view of its slice of g); split and chunk return views (narrow), so
-// they cost nothing and their gradients flow through narrow's rule.
+// gradient is a view of its slice of g); split and chunk return views, recorded as one
+// node whose gradient is the parts' gradients joined (PyTorch's SplitBackward).
+#include "inplace.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -87,6 +88,31 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, Site site) {
   return cat_checked(op, parts, d);
 }
 
+// Views of x along dim of the given sizes (after the callers' checks), recorded as one
+// node: its rule joins the parts' gradients with one cat (a part without one gets the
+// engine's zeros), where a node a part would zero-fill all of x and add the parts up
+// (MultiheadAttention's q, k, v: three [B, T, 3E] fills and two adds a layer).
+std::vector<Tensor> split_views(const OpScope& op, const Tensor& x, int d, const std::vector<int64_t>& sizes) {
+  std::vector<Tensor> parts;
+  if (sizes.empty()) return parts;
+  parts.reserve(sizes.size());
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    Dims shape = x.shape();
+    shape[d] = s;
+    parts.push_back(make_view(x, shape, x.strides(), x.offset() + start * x.strides()[d]));
+    start += s;
+  }
+  std::vector<Tensor*> outputs;
+  for (Tensor& p : parts) outputs.push_back(&p);
+  Node* n = record(op, [](Node& n, const std::vector<Tensor>& g, std::vector<Tensor>& gi) {
+        gi[0] = g.size() == 1 ? g[0] : cat(g, n.args<DimArgs>().dim);
+      }, std::vector<const Tensor*>{&x}, outputs);
+  keep_args(op, n, DimArgs{.dim = d});
+  for (Tensor& p : parts) mark_view(p, x);
+  return parts;
+}
+
 // Views of x along dim, each split_size long (the last one shorter when it does not divide)
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim, Site site) {
   OpScope op("split", site);
@@ -97,14 +123,10 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim, Site
   if (split_size < 0 || (split_size == 0 && n != 0))
     fail(op.op, fmt::format("expected a positive split_size, got {} for dim {} of the input {}", split_size, d,
                             x.shape().str()), op.site);
-  std::vector<Tensor> parts;
-  if (n == 0) {
-    parts.push_back(x.narrow(d, 0, 0));
-    return parts;
-  }
-  for (int64_t start = 0; start < n; start += split_size)
-    parts.push_back(x.narrow(d, start, std::min(split_size, n - start)));
-  return parts;
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < n; start += split_size) sizes.push_back(std::min(split_size, n - start));
+  if (n == 0) sizes.push_back(0);
+  return split_views(op, x, d, sizes);
 }
 
 // split into `chunks` views of ceil(size / chunks) along dim (fewer when they run out, as PyTorch)

@@ -104,13 +104,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   if (total != x.size(d))
     fail(op.op, fmt::format("the sizes {} add up to {}, but dim {} of the input {} has {}", list_str(sizes), total,
                             d, x.shape().str(), x.size(d)), op.site);
-  std::vector<Tensor> parts;
-  int64_t start = 0;
-  for (int64_t s : sizes) {
-    parts.push_back(x.narrow(d, start, s));
-    start += s;
-  }
-  return parts;
+  return split_views(op, x, d, sizes);
 }
 
 }  // namespace reel

@@ -8,8 +8,27 @@
 
 #include "../autograd/grad_mode.h"
 #include "../autograd/hooks.h"
+#include "../tensor/backend.h"
 
 namespace reel::dist {
+
+namespace {
+// slot = g / world, in one pass over g (PyTorch's reducer divides while it copies into
+// the bucket): the bucket then all-reduces averages, and backward's end has no pass of
+// its own to make. In a power-of-two world the bits are those of dividing the sum (a
+// power of two scales every rounding alike; only subnormal gradients could differ).
+// A gradient already in its slot (accumulated in place there) is divided where it is.
+void divide_into(const Tensor& slot, const Tensor& g, int world) {
+  Tensor out = slot.reshape(g.shape());
+  Backend& be = backend_for(slot.device());
+  if (g.data_ptr() == slot.data_ptr() || g.device().is_cpu() || g.is_contiguous()) {
+    be.unary(UnaryOp::mul_scalar, out, g, 1.0 / world);
+  } else {
+    be.copy(out, g);
+    be.unary(UnaryOp::mul_scalar, out, out, 1.0 / world);
+  }
+}
+}  // namespace
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGroup& pg,
                                                  DistributedDataParallelOptions opt, Site site)
@@ -142,8 +161,8 @@ void DistributedDataParallel::on_grad(size_t i) {
     NoGradGuard no_grad;  // the bucket is not in flight before all its parameters are ready
     Tensor slot = b.flat.narrow(0, p.offset, p.t.numel());
     // a gradient kept from the last step (no zero_grad, or zero_grad(false)) is that
-    // step's view of this slot, accumulated in place: already there
-    if (p.t.grad().data_ptr() != slot.data_ptr()) slot.copy_(p.t.grad().reshape({-1}));
+    // step's view of this slot, accumulated in place: already there, divided in place
+    divide_into(slot, p.t.grad(), pg_.size());
   }
   std::unique_lock lock(mu_, std::defer_lock);
   if (progress_thread_.joinable()) lock.lock();
@@ -167,8 +186,8 @@ void DistributedDataParallel::launch(Bucket& b) {
   if (b.flat.device().is_cuda()) {
     pg_.all_reduce(b.flat, ReduceOp::sum);  // NCCL: queued on its stream, the host does not wait
   } else {
-    // a sum, divided in finish() on backward's thread: the progress thread runs no ops
-    // (each would start an OpenMP pool of its own)
+    // the slots were divided on backward's thread (divide_into): the progress thread
+    // runs no ops (each would start an OpenMP pool of its own)
     b.work = pg_.all_reduce_async(b.flat, ReduceOp::sum, b.label);
     if (progress_thread_.joinable() && !polling_) {
       polling_ = true;
@@ -209,9 +228,7 @@ void DistributedDataParallel::finish() {
       Param& p = params_[i];
       if (p.ready) continue;
       Tensor slot = buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel());
-      if (p.t.grad().defined()) {  // accumulated under no_sync (perhaps in place, in this very slot)
-        if (p.t.grad().data_ptr() != slot.data_ptr()) slot.copy_(p.t.grad().reshape({-1}));
-      }
+      if (p.t.grad().defined()) divide_into(slot, p.t.grad(), pg_.size());  // accumulated under no_sync
       else slot.zero_();
       mark_ready(i);
     }
@@ -220,7 +237,6 @@ void DistributedDataParallel::finish() {
   for (Bucket& b : buckets_) b.work.wait();
   stats_.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   NoGradGuard no_grad;
-  for (Bucket& b : buckets_) b.flat.mul_(1.0 / pg_.size());
   // Each gradient becomes a view of its bucket (PyTorch's gradient_as_bucket_view): no copy
   // back, one pass over the gradients fewer a step. The next backward fills the bucket
   // again only after every gradient it overwrites has been recomputed (or accumulated in

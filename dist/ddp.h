@@ -13,9 +13,10 @@
 //
 // How: at construction the parameters are cut into buckets of about bucket_cap_mb, in
 // reverse registration order (roughly the order backward finishes them). A hook on each
-// parameter copies its gradient into its bucket when backward has finished it; a full
-// bucket starts a nonblocking all-reduce at once, so communication runs while backward
-// computes the earlier layers. When backward ends, the remaining all-reduces are waited
+// parameter copies its gradient, divided by the number of ranks, into its bucket when
+// backward has finished it (as PyTorch's reducer: the division costs no pass of its own);
+// a full bucket starts a nonblocking all-reduce at once, so communication runs while
+// backward computes the earlier layers. When backward ends, the remaining all-reduces are waited
 // for and each .grad() becomes a view of its bucket's averages (no copy back), so
 // optimizer.step() right after backward() sees synchronised gradients. Buckets start in bucket order on every
 // rank (MPI needs the same order), whatever order their gradients finish in.

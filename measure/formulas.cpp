@@ -296,7 +296,7 @@ Work backward_work(const OpRecord& r, const Formula& f) {
       // expand's gradient sums the broadcast dims; the others reshape or place it
       std::string_view op = r.op;
       if (op == "expand") w.flops = g;
-      else if (op != "slice" && op != "narrow" && op != "select") w.bytes = 0;
+      else if (op != "slice" && op != "narrow" && op != "select" && op != "split" && op != "chunk") w.bytes = 0;
       break;
     }
     case Family::copy:

@@ -66,6 +66,33 @@ TEST_CASE("split and chunk return views", "[join]") {
   CHECK(split(zeros({0, 3}), 2).size() == 1);
 }
 
+TEST_CASE("split is one node whose gradient joins the parts' gradients", "[join][grad]") {
+  Tensor x = zeros({3, 4}, {.dtype = DType::f64}).requires_grad_();
+  std::vector<Tensor> p = split(x, std::vector<int64_t>{1, 2, 1}, 1);
+  REQUIRE(p.size() == 3);
+  CHECK(p[0].grad_fn() == p[2].grad_fn());  // one node, three outputs (PyTorch's SplitWithSizesBackward)
+  CHECK(p[2].impl()->output_nr == 2);
+  CHECK(p[1].storage().get() == x.storage().get());
+  // part 1 unused: its columns get zeros; the others their own factors
+  (p[0] * 2.0 + p[2] * 3.0).sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 0, 0, 3, 2, 0, 0, 3, 2, 0, 0, 3});
+  CHECK_GRADIENTS([](const V& v) {
+    std::vector<Tensor> q = split(v[0], 2, -1);  // [3, 2] each
+    return q[0] * q[1] + q[2].exp();
+  }, input({3, 6}));
+  CHECK_GRADIENTS([](const V& v) {  // a view of a transposed input, a part unused
+    std::vector<Tensor> q = chunk(v[0].t(), 3, 0);
+    return cat({q[2], q[0].sin()}, 0);
+  }, input({2, 6}));
+  // a part written in place: the other parts and x still see the new values' history
+  CHECK_GRADIENTS([](const V& v) {
+    Tensor y = v[0] * 1.0;
+    std::vector<Tensor> q = split(y, 2, 0);
+    q[0].mul_(v[1]);
+    return q[1] * y.narrow(0, 0, 2) + q[0];
+  }, input({4, 3}), input({2, 3}));
+}
+
 TEST_CASE("join gradients match finite differences", "[join][grad]") {
   CHECK_GRADIENTS([](const V& v) { return cat({v[0], v[1]}, 0); }, input({2, 3}), input({4, 3}));
   CHECK_GRADIENTS([](const V& v) { return cat({v[0], v[1].t(), v[0]}, 1); }, input({3, 2}), input({1, 3}));
