@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <omp.h>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -483,26 +484,65 @@ void ln_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Ten
 #pragma omp parallel if (x.numel() >= kParallelGrain)
   {
     std::vector<double> part(params ? size_t(2 * D) : 0, 0.0);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* p = X + r * D;
-      const T* g = G + r * D;
-      T m = M[r], is = I[r];
-      double sum_h = 0, sum_hx = 0;
+    // This thread's rows as OpenMP's static schedule deals them (libgomp: the first
+    // rows % threads threads one more), so each thread's column sums, and their bits,
+    // are those of a plain `omp for` over the rows.
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t q = rows / threads, extra = rows % threads;
+    const int64_t r0 = t * q + std::min(t, extra), r1 = r0 + q + (t < extra ? 1 : 0);
+    constexpr int64_t kRows = 4;
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int64_t k = std::min(kRows, r1 - r);
+      const T* p[kRows];
+      const T* g[kRows];
+      double m[kRows], is[kRows], sum_h[kRows] = {}, sum_hx[kRows] = {};
+      for (int64_t j = 0; j < kRows; ++j) {
+        const int64_t row = r + std::min(j, k - 1);  // a short block repeats its last row, unused
+        p[j] = X + row * D, g[j] = G + row * D, m[j] = double(M[row]), is[j] = double(I[row]);
+      }
+      // Each row's two sums in index order, as one row alone would take them; four rows'
+      // chains side by side, since one chain waits on each add (4 cycles an element).
       for (int64_t i = 0; i < D; ++i) {
-        double h = double(g[i]) * (W ? double(W[i]) : 1.0), xhat = (double(p[i]) - double(m)) * double(is);
-        sum_h += h;
-        sum_hx += h * xhat;
-        if (params) {
-          part[size_t(i)] += double(g[i]) * xhat;
-          part[size_t(D + i)] += double(g[i]);
+        const double w = W ? double(W[i]) : 1.0;
+        for (int64_t j = 0; j < kRows; ++j) {
+          double h = double(g[j][i]) * w, xhat = (double(p[j][i]) - m[j]) * is[j];
+          sum_h[j] += h;
+          sum_hx[j] += h * xhat;
         }
       }
-      T mean_h = T(sum_h / double(D)), mean_hx = T(sum_hx / double(D));
-      T* out = GX + r * D;
-      for (int64_t i = 0; i < D; ++i) {
-        T h = g[i] * (W ? W[i] : T(1)), xhat = (p[i] - m) * is;
-        out[i] = is * (h - mean_h - xhat * mean_hx);
+      if (params) {  // the column sums row after row, vectorised across the columns
+        auto columns = [&]<int64_t K>() {
+          double* pw = part.data();
+          double* pb = part.data() + D;
+#pragma omp simd
+          for (int64_t i = 0; i < D; ++i) {
+            double cw = pw[i], cb = pb[i];
+            for (int64_t j = 0; j < K; ++j) {
+              double xhat = (double(p[j][i]) - m[j]) * is[j];
+              cw += double(g[j][i]) * xhat;
+              cb += double(g[j][i]);
+            }
+            pw[i] = cw, pb[i] = cb;
+          }
+        };
+        if (k == kRows) columns.template operator()<kRows>();
+        else
+          for (int64_t j = 0; j < k; ++j) {  // a short block: a row at a time
+            std::swap(p[0], p[j]), std::swap(g[0], g[j]), std::swap(m[0], m[j]), std::swap(is[0], is[j]);
+            columns.template operator()<1>();
+            std::swap(p[0], p[j]), std::swap(g[0], g[j]), std::swap(m[0], m[j]), std::swap(is[0], is[j]);
+          }
+      }
+      for (int64_t j = 0; j < k; ++j) {
+        const T mt = M[r + j], it = I[r + j];
+        T mean_h = T(sum_h[j] / double(D)), mean_hx = T(sum_hx[j] / double(D));
+        const T* pj = p[j];
+        const T* gj = g[j];
+        T* out = GX + (r + j) * D;
+        for (int64_t i = 0; i < D; ++i) {
+          T h = gj[i] * (W ? W[i] : T(1)), xhat = (pj[i] - mt) * it;
+          out[i] = it * (h - mean_h - xhat * mean_hx);
+        }
       }
     }
     if (params) {
