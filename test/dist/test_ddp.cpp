@@ -97,6 +97,41 @@ TEST_CASE("ddp: two ranks on halves of each batch end with one process's weights
   }  SECTION("a user's optimizer (Adafactor, written outside the library)") { train_equality({}, 1, true); }
 }
 
+TEST_CASE("ddp: a bucket averages the ranks' gradients, divided while they are copied in", "[dist][ddp]") {
+  const int n = pg().size(), r = pg().rank();
+  manual_seed(9);
+  Mlp m, local;
+  copy_weights(local, m);
+  // a bucket per few parameters: the division happens per gradient, in every bucket
+  dist::DistributedDataParallel ddp(m, pg(), {.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003});
+  Generator data(uint64_t(40 + r));  // each rank its own batch
+  auto check_step = [&](bool kept) {
+    Tensor x = randn({5, 8}, data), y = randint(0, 4, {5}, data);
+    if (kept) {  // zero_grad(false): backward accumulates into the bucket views themselves
+      m.zero_grad(false);
+    } else {
+      m.zero_grad();
+    }
+    local.zero_grad();
+    cross_entropy(ddp(x), y).backward();
+    cross_entropy(local(x), y).backward();
+    auto pm = m.parameters(), pl = local.parameters();
+    for (size_t i = 0; i < pm.size(); ++i) {
+      std::vector<Tensor> g = pg().all_gather(pl[i].grad());
+      Tensor sum = g[0];
+      for (int k = 1; k < n; ++k) sum = sum + g[size_t(k)];
+      Tensor expect = sum * (1.0 / n);
+      // with a power-of-two number of ranks dividing first and then summing gives the bits
+      // of summing and then dividing
+      if ((n & (n - 1)) == 0) CHECK((pm[i].grad() - expect).abs().max().item<double>() == 0);
+      else CHECK((pm[i].grad() - expect).abs().max().item<double>() < 1e-6);
+    }
+  };
+  check_step(false);
+  check_step(true);
+  check_step(true);
+}
+
 TEST_CASE("ddp: the all-reduces start during backward, in bucket order", "[dist][ddp]") {
   manual_seed(3);
   Mlp m;
