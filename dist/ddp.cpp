@@ -17,14 +17,16 @@ namespace {
 // the bucket): the bucket then all-reduces averages, and backward's end has no pass of
 // its own to make. In a power-of-two world the bits are those of dividing the sum (a
 // power of two scales every rounding alike; only subnormal gradients could differ).
-// A gradient already in its slot (accumulated in place there) is divided where it is.
+// A gradient already in its slot (accumulated in place there) is divided where it is; one
+// of another dtype or device (set_grad allows it) is copied over first, as before.
 void divide_into(const Tensor& slot, const Tensor& g, int world) {
   Tensor out = slot.reshape(g.shape());
   Backend& be = backend_for(slot.device());
-  if (g.data_ptr() == slot.data_ptr() || g.device().is_cpu() || g.is_contiguous()) {
+  const bool same = g.dtype() == slot.dtype() && g.device() == slot.device();
+  if (same && (g.data_ptr() == slot.data_ptr() || g.device().is_cpu() || g.is_contiguous())) {
     be.unary(UnaryOp::mul_scalar, out, g, 1.0 / world);
   } else {
-    be.copy(out, g);
+    out.copy_(g);
     be.unary(UnaryOp::mul_scalar, out, out, 1.0 / world);
   }
 }
