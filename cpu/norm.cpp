@@ -465,7 +465,8 @@ void ln_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_i
 }
 
 // gx = invstd (h - mean(h) - xhat mean(h xhat)) with h = g w, per row;
-// gw = sum over rows of g xhat, gb = sum over rows of g (per-thread partial sums, then added).
+// gw = sum over rows of g xhat, gb = sum over rows of g (per-thread partial sums, then
+// added in thread order).
 template <typename T>
 void ln_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy_in, const Tensor& x_in,
                  const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd) {
@@ -480,10 +481,14 @@ void ln_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Ten
   const T* I = static_cast<const T*>(save_invstd.data_ptr());
   T* GX = static_cast<T*>(gx.data_ptr());
   bool params = gw.defined() || gb.defined();
-  std::vector<double> sums(params ? size_t(2 * D) : 0, 0.0);  // gw then gb
+  // Each thread's column sums (gw then gb) in a slot of its own, added up in thread order
+  // afterwards: the same bits on every run with the same thread count (adding in the order
+  // the threads finished, from 3 threads on, was not)
+  const int64_t slots = omp_get_max_threads();
+  std::vector<double> partials(params ? size_t(slots * 2 * D) : 0, 0.0);
 #pragma omp parallel if (x.numel() >= kParallelGrain)
   {
-    std::vector<double> part(params ? size_t(2 * D) : 0, 0.0);
+    double* part = params ? partials.data() + size_t(omp_get_thread_num()) * size_t(2 * D) : nullptr;
     // This thread's rows as OpenMP's static schedule deals them (libgomp: the first
     // rows % threads threads one more), so each thread's column sums, and their bits,
     // are those of a plain `omp for` over the rows.
@@ -512,8 +517,8 @@ void ln_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Ten
       }
       if (params) {  // the column sums row after row, vectorised across the columns
         auto columns = [&]<int64_t K>() {
-          double* pw = part.data();
-          double* pb = part.data() + D;
+          double* pw = part;
+          double* pb = part + D;
 #pragma omp simd
           for (int64_t i = 0; i < D; ++i) {
             double cw = pw[i], cb = pb[i];
@@ -545,11 +550,10 @@ void ln_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Ten
         }
       }
     }
-    if (params) {
-#pragma omp critical
-      for (size_t i = 0; i < sums.size(); ++i) sums[i] += part[i];
-    }
   }
+  std::vector<double> sums(params ? size_t(2 * D) : 0, 0.0);
+  for (int64_t t = 0; t < (params ? slots : 0); ++t)
+    for (size_t i = 0; i < sums.size(); ++i) sums[i] += partials[size_t(t) * sums.size() + i];
   if (gw.defined())
     for (int64_t i = 0; i < D; ++i) static_cast<T*>(gw.data_ptr())[i] = T(sums[size_t(i)]);
   if (gb.defined())
