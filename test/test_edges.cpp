@@ -187,6 +187,32 @@ TEST_CASE("linear at an empty inner dim or batch and on NaN/inf inputs matches P
   check("linear_relu_k0", {"x", "w", "b"}, [](const std::vector<Tensor>& v) { return linear_relu(v[0], v[1], v[2]); });
 }
 
+TEST_CASE("split and chunk (one node: an unused part's gradient is zeros), empty parts and NaN/inf inputs match "
+          "PyTorch, gradients included", "[edges][torch][join]") {
+  check1("split_sizes_empty_part", [](const Tensor& x) {
+    std::vector<Tensor> p = split(x, std::vector<int64_t>{2, 0, 3}, 0);
+    return cat({p[2] * 3.0, p[0].sin(), p[1] * 5.0}, 0);
+  });
+  check1("split_unused_part", [](const Tensor& x) {
+    std::vector<Tensor> p = split(x, 2, 1);
+    return p[1] * p[1];
+  });
+  check1("chunk_three", [](const Tensor& x) {
+    std::vector<Tensor> c = chunk(x, 3, 1);
+    return cat({c[0] * c[1], c[2]}, 1);
+  });
+  check1("split_empty_input", [](const Tensor& x) { return split(x, 2, 0)[0] * 2.0; });
+}
+
+TEST_CASE("layer_norm on NaN/inf rows, in blocks of rows with a short one, without affine and on an empty batch "
+          "matches PyTorch, gradients included", "[edges][torch][norm]") {
+  auto affine = [](const std::vector<Tensor>& v) { return layer_norm(v[0], {5}, v[1], v[2]); };
+  check("layer_norm_nonfinite", {"x", "w", "b"}, affine);
+  check("layer_norm_rows7", {"x", "w", "b"}, affine);
+  check("layer_norm_empty", {"x", "w", "b"}, affine);
+  check1("layer_norm_plain", [](const Tensor& x) { return layer_norm(x, {3, 5}); });
+}
+
 TEST_CASE("1-d pooling takes ceil_mode and dilation, 2-d pooling dilation and divisor_override, as PyTorch",
           "[edges][torch][pool]") {
   check1("max_pool1d_ceil",

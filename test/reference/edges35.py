@@ -207,6 +207,27 @@ XNF = u(2, 3)
 XNF[0, 1], XNF[1, 2] = float("nan"), float("inf")
 case("linear_nonfinite", lambda x, w, b: F.linear(x, w, b), {"x": XNF, "w": u(4, 3), "b": u(4)})
 
+# ---- split and chunk (one node; its gradient joins the parts': an unused part gets
+# zeros), an empty part and an empty input, NaN/inf inputs; layer_norm on NaN/inf rows, 7
+# rows (blocks of four rows and a short one), no affine, and an empty batch (appended last:
+# the cases above keep their seeds)
+XS = u(5, 4)
+XS[1, 2], XS[3, 0], XS[4, 3] = float("nan"), float("inf"), float("-inf")
+case("split_sizes_empty_part", lambda x: (lambda p: torch.cat([p[2] * 3.0, torch.sin(p[0]), p[1] * 5.0], 0))(
+    torch.split(x, [2, 0, 3], 0)), {"x": XS})
+case("split_unused_part", lambda x: (lambda p: p[1] * p[1])(torch.split(x, 2, 1)), {"x": XS})
+XC = u(3, 7)
+XC[0, 4], XC[2, 1] = float("inf"), float("nan")
+case("chunk_three", lambda x: (lambda c: torch.cat([c[0] * c[1], c[2]], 1))(torch.chunk(x, 3, 1)), {"x": XC})
+case("split_empty_input", lambda x: torch.split(x, 2, 0)[0] * 2.0, {"x": torch.empty(0, 3, dtype=torch.float64)})
+XL = u(7, 5)
+XL[2, 3], XL[5, 0] = float("nan"), float("inf")
+case("layer_norm_nonfinite", lambda x, w, b: F.layer_norm(x, [5], w, b), {"x": XL, "w": u(5), "b": u(5)})
+case("layer_norm_rows7", lambda x, w, b: F.layer_norm(x, [5], w, b), {"x": u(7, 5), "w": u(5), "b": u(5)})
+case("layer_norm_plain", lambda x: F.layer_norm(x, [3, 5]), {"x": u(2, 3, 5)})
+case("layer_norm_empty", lambda x, w, b: F.layer_norm(x, [5], w, b),
+     {"x": torch.empty(0, 5, dtype=torch.float64), "w": u(5), "b": u(5)})
+
 # ---- write
 names = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool"}
 
