@@ -516,13 +516,14 @@ void ln_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Ten
         }
       }
       if (params) {  // the column sums row after row, vectorised across the columns
-        auto columns = [&]<int64_t K>() {
+        // rows j0 .. j0 + K - 1 of the block; K fixed, so that the inner loop unrolls
+        auto columns = [&]<int64_t K>(int64_t j0) {
           double* pw = part;
           double* pb = part + D;
 #pragma omp simd
           for (int64_t i = 0; i < D; ++i) {
             double cw = pw[i], cb = pb[i];
-            for (int64_t j = 0; j < K; ++j) {
+            for (int64_t j = j0; j < j0 + K; ++j) {
               double xhat = (double(p[j][i]) - m[j]) * is[j];
               cw += double(g[j][i]) * xhat;
               cb += double(g[j][i]);
@@ -530,13 +531,9 @@ void ln_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Ten
             pw[i] = cw, pb[i] = cb;
           }
         };
-        if (k == kRows) columns.template operator()<kRows>();
+        if (k == kRows) columns.template operator()<kRows>(0);
         else
-          for (int64_t j = 0; j < k; ++j) {  // a short block: a row at a time
-            std::swap(p[0], p[j]), std::swap(g[0], g[j]), std::swap(m[0], m[j]), std::swap(is[0], is[j]);
-            columns.template operator()<1>();
-            std::swap(p[0], p[j]), std::swap(g[0], g[j]), std::swap(m[0], m[j]), std::swap(is[0], is[j]);
-          }
+          for (int64_t j = 0; j < k; ++j) columns.template operator()<1>(j);  // a short block: a row at a time
       }
       for (int64_t j = 0; j < k; ++j) {
         const T mt = M[r + j], it = I[r + j];
