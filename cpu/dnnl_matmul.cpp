@@ -93,8 +93,11 @@ void matmul_dnnl(const MatmulArgs& m) {
   // A column-major a (a transposed view: the weight gradient g^T x) that is reused over
   // many more columns than it has rows is copied to row-major first: oneDNN's brgemm
   // kernels stream it better (W8's [1024, 128] x [128, 25000]: 42.9 -> 37.8 ms in f32,
-  // 22.8 -> 19.1 ms in bf16, the copy included); a tall one (N < 4 M) is left as it is.
-  if (B == 1 && a.s[2] != 1 && a.s[1] == 1 && N >= 4 * M) {
+  // 22.8 -> 19.1 ms in bf16, the copy included); a tall one (N < 4 M) is left as it is,
+  // and so is a long one (K > 1024, a weight gradient over many rows): there oneDNN 2.6's
+  // row-major kernel fell off a cliff at some widths (W12's feed-forward [384, 2048] x
+  // [2048, 1536]: 15.4 ms row-major against 9.6 as the view; K = 4096: 32 against 18).
+  if (B == 1 && a.s[2] != 1 && a.s[1] == 1 && N >= 4 * M && a.d[2] <= 1024) {
     a.t = dense_copy(a.t);
     a.s[0] = M * a.d[2];
     a.s[1] = a.d[2];

@@ -97,6 +97,14 @@ TEST_CASE("matmul in f32 (oneDNN) agrees with f64 (loops), strided operands incl
   both(randn({3, 64, 1}), randn({3, 1, 40}));                          // K = 1
   both(randn({64, 2}).select(1, 0).unsqueeze(0).unsqueeze(2), randn({1, 1, 80}));  // strided column
   both(randn({16, 33}).expand({3, 16, 33}), b);                      // stride-0 batch
+  // a weight gradient g^T x, N >= 4 M: a copied to row-major when K is short, read as the
+  // transposed view when K is long (cpu/dnnl_matmul.cpp)
+  for (int64_t K : {64, 1100}) {
+    CAPTURE(K);
+    Tensor g = randn({K, 8}), x = randn({K, 40});
+    Tensor f = matmul(g.t(), x);
+    check_close(f.to_vector<double>(), matmul(g.t().to(DType::f64), x.to(DType::f64)).to_vector<double>(), 1e-3);
+  }
   // against the definition
   check_close(matmul(a, b).to_vector<double>(), reference_bmm(a, b), 1e-4);
   Tensor at = a.transpose(1, 2).contiguous().transpose(1, 2);
