@@ -19,6 +19,7 @@
 //   clamp (by numbers)                               ClampArgs
 //   add, sub (with alpha)                            AlphaArgs
 //   mul (by a number)                                ScaleArgs
+//   dropout (training, 0 < p < 1)                    DropoutArgs
 //   maximum, minimum                                 ExtremumArgs
 //   sum, mean, prod, amax, amin                      ReduceArgs
 //   norm                                             PNormArgs
@@ -175,6 +176,23 @@ struct ScaleArgs {
   static constexpr const char* type_name = "ScaleArgs";
   template <class F>
   void fields(F&& f) const { f("scale", scale); }
+};
+
+// dropout: the keep rule and where its uniforms come from (Philox key `seed`, first block
+// `offset`: Backend::dropout_forward's mask); mask_saved false where the forward kept no
+// mask and its backward draws the same one again (Backend::dropout_apply)
+struct DropoutArgs {
+  double p = 0;
+  uint64_t seed = 0, offset = 0;
+  bool mask_saved = true;
+  static constexpr const char* type_name = "DropoutArgs";
+  template <class F>
+  void fields(F&& f) const {
+    f("p", p);
+    f("seed", seed);
+    f("offset", offset);
+    f("mask_saved", mask_saved);
+  }
 };
 
 // maximum (true) or minimum (false) of two tensors

@@ -50,7 +50,7 @@ bool lowp_avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParam
 bool lowp_avg_pool2d_backward(const Tensor& gx, const Tensor& gy, const PoolParams& p);
 // Dropout's forward in one pass (tensor/backend.h's dropout_forward) for f32 or bf16 x and
 // y with an f32 mask, all three contiguous or all channels-last; false for other operands
-// (cpu/dropout.cpp).
+// (cpu/dropout.cpp). An undefined mask: y alone (Backend::dropout_apply).
 bool dropout_one_pass(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
                       uint64_t offset);
 // Batch norm (relu: and relu) of bf16 channels-last pieces joined along channels, with

@@ -28,6 +28,7 @@ class CpuBackend final : public Backend {
   void fill_uniform(const Tensor& out, double low, double high, uint64_t seed, uint64_t offset) override;
   void dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
                        uint64_t offset) override;
+  bool dropout_apply(const Tensor& y, const Tensor& x, double p, uint64_t seed, uint64_t offset) override;
   void fill_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) override;
 
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) override;

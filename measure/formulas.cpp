@@ -126,7 +126,7 @@ const std::unordered_map<std::string_view, Formula>& table() {
     m["elu"] = {Family::unary, 2, 2};
     m["mish"] = {Family::unary, 4, 6};
     m["hardswish"] = {Family::unary, 3, 3};
-    m["dropout"] = {Family::unary, 1, 1};  // one multiply by the scaled mask
+    m["dropout"] = {Family::unary, 1, 1};  // one multiply by the scaled mask (its bytes: op_work)
     for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
                           "logical_and", "logical_or", "rsub", "rdiv", "add_", "sub_", "mul_", "where"})
       m[b] = {Family::binary, 1, 1};
@@ -385,7 +385,14 @@ std::optional<Work> op_work(const OpRecord& r) {
   // rnn() wraps its layers under the layer's own name ("lstm") but keeps no RnnLayerArgs:
   // the layers inside it carry the work
   if (it->second.family == Family::rnn && !rnn_sizes(r)) return std::nullopt;
-  return r.phase == Phase::forward ? forward_work(r, it->second) : backward_work(r, it->second);
+  Work w = r.phase == Phase::forward ? forward_work(r, it->second) : backward_work(r, it->second);
+  // dropout's mask, where it kept one: written by the forward, read by the backward (f32,
+  // or x's dtype for f64 x); without one each direction draws it in registers
+  if (const DropoutArgs* d = r.args.get_if<DropoutArgs>(); d && d->mask_saved) {
+    const Tensor& x = r.phase == Phase::forward ? in(r, 0) : out(r, 0);
+    if (x.defined()) w.bytes += numel(x) * (is_low_precision(x.dtype()) ? 4.0 : double(dtype_size(x.dtype())));
+  }
+  return w;
 }
 
 // Whether an op has no work of its own, only parts (the counter promotes its parts).

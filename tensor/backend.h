@@ -172,6 +172,14 @@ class Backend {
   // The default composes it from the kernels above (tensor/backend.cpp).
   virtual void dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
                                uint64_t offset);
+  // y = x m for the mask m dropout_forward would write (p < 1), the mask itself never
+  // stored: true when this backend did it (x and y alike, contiguous or channels-last), so
+  // that dropout keeps (p, seed, offset) instead of a mask and runs this again on the
+  // gradient; false, and nothing written, where it has no such kernel.
+  virtual bool dropout_apply(const Tensor& y, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
+    (void)y, (void)x, (void)p, (void)seed, (void)offset;
+    return false;
+  }
 
   // ---- linear algebra
   // out[b] = a[b] @ b[b] (+ bias) (then relu): a [B,M,K], b [B,K,N], out [B,M,N], bias [N].

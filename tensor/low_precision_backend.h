@@ -154,6 +154,10 @@ class LowPrecisionBackend : public Backend {
     if (native_dropout_forward(y, mask, x, p, seed, offset)) return;
     Backend::dropout_forward(y, mask, x, p, seed, offset);
   }
+  bool dropout_apply(const Tensor& y, const Tensor& x, double p, uint64_t seed, uint64_t offset) override {
+    if (!low_precision::any_low(y, x)) return k.dropout_apply(y, x, p, seed, offset);
+    return native_dropout_forward(y, Tensor(), x, p, seed, offset);
+  }
   void fill_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) override {
     if (!low_precision::any_low(out)) return k.fill_normal(out, mean, std, seed, offset);
     Stage s(k);
@@ -486,6 +490,7 @@ class LowPrecisionBackend : public Backend {
   // ... and its low-precision max and average pooling (channels-last activations): true when it ran
   virtual bool native_max_pool_forward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { return false; }
   virtual bool native_max_pool_backward(const Tensor&, const Tensor&, const Tensor&, const PoolParams&) { return false; }
+  // ... and its dropout (y, mask, x, p, seed, offset; an undefined mask: y alone, dropout_apply)
   virtual bool native_dropout_forward(const Tensor&, const Tensor&, const Tensor&, double, uint64_t, uint64_t) {
     return false;
   }

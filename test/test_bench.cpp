@@ -326,6 +326,24 @@ TEST_CASE("bench WorkCounter: what the shapes do not say comes from the ops' typ
     bn.eval();
     CHECK(forward_flops([&] { (void)bn(x); }) == 2.0 * 96);
   }
+  SECTION("dropout moves its mask only where it kept one") {
+    auto bytes = [](const Tensor& x) {
+      rb::WorkCounter count;
+      dropout(x, 0.5).sum().backward();
+      count.stop();
+      return std::pair{count.forward().bytes, count.backward().bytes};
+    };
+    Tensor x = rand({100}).requires_grad_();  // f32, contiguous: the mask drawn again in backward
+    Tensor xd = rand({100}, {.dtype = DType::f64}).requires_grad_();  // f64: the mask kept
+    auto [f32_fwd, f32_bwd] = bytes(x);
+    auto [f64_fwd, f64_bwd] = bytes(xd);
+    // the sum's forward (x read, one number written) and backward (one number read, 100 written)
+    const double sum_fwd = 100 * 4 + 4, sum_bwd = 4 + 100 * 4;
+    CHECK(f32_fwd == 2 * 100 * 4 + sum_fwd);  // x, y
+    CHECK(f32_bwd == 2 * 100 * 4 + sum_bwd);  // g, dx
+    CHECK(f64_fwd == 3 * 100 * 8 + 2 * sum_fwd);  // x, y and the mask
+    CHECK(f64_bwd == 3 * 100 * 8 + 2 * sum_bwd);
+  }
   SECTION("gelu's tanh form costs more than its erf form") {
     Tensor x = rand({10});
     CHECK(forward_flops([&] { (void)gelu(x); }) == 40);

@@ -282,3 +282,72 @@ TEST_CASE("dropout's one-pass forward gives the composed form's mask and output 
         CHECK(kept == Approx(1 - p).margin(0.05));
       }
 }
+
+TEST_CASE("dropout with a one-pass kernel keeps no mask: its backward draws the same mask again, with the saved "
+          "mask's bits",
+          "[random][dropout]") {
+  Backend& cpu = backend_for(kCPU);
+  auto laid = [](const Tensor& t, bool cl) { return cl ? t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}) : t.contiguous(); };
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    std::vector<double> u = a.to_vector<double>(), v = b.to_vector<double>();
+    bool same = u.size() == v.size();
+    for (size_t i = 0; same && i < u.size(); ++i)
+      same = (u[i] == v[i] && std::signbit(u[i]) == std::signbit(v[i])) || (std::isnan(u[i]) && std::isnan(v[i]));
+    return same;
+  };
+  manual_seed(43);
+  Tensor base = randn({3, 20, 5, 7}), gbase = randn({3, 20, 5, 7});
+  gbase.select(1, 2).fill_(NAN);  // NaN and inf gradients where the mask is 0 stay NaN
+  gbase.select(1, 3).fill_(-INFINITY);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool x_cl : {false, true})
+      for (bool g_cl : {false, true}) {
+        INFO(dtype_name(dt) << " x " << (x_cl ? "channels-last" : "contiguous") << ", g "
+                            << (g_cl ? "channels-last" : "contiguous"));
+        Tensor x = laid(base.to(dt), x_cl).requires_grad_(), g = laid(gbase.to(dt), g_cl);
+        Tensor y = dropout(x, 0.3);
+        const DropoutArgs& a = y.grad_fn()->args<DropoutArgs>();
+        // no mask where y takes x's layout (a channels-last x only where the backend keeps
+        // the layout: bf16 on AMX); the backward's pass runs in g's layout
+        CHECK(a.mask_saved == (y.strides() != x.strides()));
+        CHECK(a.p == 0.3);
+        // the mask and output the saved-mask form writes for the same uniforms
+        Tensor y2 = laid(empty(x.shape(), {.dtype = dt}), x_cl), m2 = laid(empty(x.shape()), x_cl);
+        cpu.Backend::dropout_forward(y2, m2, x.detach(), 0.3, a.seed, a.offset);
+        CHECK(same_bits(y, y2));
+        Tensor gx = autograd::grad({y}, {x}, {g}, {.retain_graph = true})[0];
+        Tensor want = laid(empty(x.shape(), {.dtype = dt}), g_cl);
+        cpu.binary(BinaryOp::mul, want, g, m2);  // g m rounded once, as the saved-mask backward did
+        CHECK(gx.dtype() == dt);
+        CHECK(same_bits(gx, want));
+        // a gradient of another layout (a transposed view), and one that builds a graph
+        Tensor gt = g.transpose(2, 3).contiguous().transpose(2, 3);
+        CHECK(same_bits(autograd::grad({y}, {x}, {gt}, {.retain_graph = true})[0], want));
+        Tensor gg = g.detach().to(DType::f32).requires_grad_();
+        Tensor gx2 = autograd::grad({y}, {x}, {gg.to(dt)}, {.retain_graph = true, .create_graph = true})[0];
+        CHECK(same_bits(gx2.detach().to(DType::f32), want.to(DType::f32)));
+        // and its gradient with respect to g: the mask (in g's dtype: bf16 rounds 1 / 0.7)
+        Tensor mg = autograd::grad({gx2.to(DType::f32).sum()}, {gg})[0];
+        CHECK(same_bits(mg, m2.to(dt).to(DType::f32)));
+      }
+  // a sum's gradient (expanded ones): x.grad is the mask itself
+  Tensor x = randn({1000}).requires_grad_();
+  Tensor y = dropout(x, 0.25);
+  const DropoutArgs a = y.grad_fn()->args<DropoutArgs>();
+  y.sum().backward();
+  Tensor y2 = empty({1000}), m2 = empty({1000});
+  cpu.Backend::dropout_forward(y2, m2, x.detach(), 0.25, a.seed, a.offset);
+  CHECK(x.grad().to_vector<float>() == m2.to_vector<float>());
+  // f64 and strided inputs keep the mask; a strided x draws the mask of its logical order
+  Tensor xd = randn({6, 9}, {.dtype = DType::f64}).requires_grad_();
+  CHECK(dropout(xd, 0.5).grad_fn()->args<DropoutArgs>().mask_saved);
+  Tensor xs = randn({9, 6}).t().requires_grad_(), xc = xs.detach().contiguous().requires_grad_();
+  Generator gen1(5), gen2(5);
+  Tensor ys = dropout(xs, 0.5, gen1), yc = dropout(xc, 0.5, gen2);
+  CHECK(ys.grad_fn()->args<DropoutArgs>().mask_saved);
+  CHECK_FALSE(yc.grad_fn()->args<DropoutArgs>().mask_saved);
+  CHECK(ys.to_vector<float>() == yc.to_vector<float>());
+  ys.sum().backward();
+  yc.sum().backward();
+  CHECK(xs.grad().to_vector<float>() == xc.grad().to_vector<float>());
+}
