@@ -76,7 +76,7 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training, Site si
     // the uniforms rand(x.shape(), gen) would draw; f16/bf16 x: x m in f32, rounded once
     args.seed = gen.seed();
     args.offset = gen.take(x.device(), philox::uniform_blocks(uint64_t(x.numel())));
-    args.mask_saved = !(y.strides() == x.strides() && backend_of(x).dropout_apply(y, x, p, args.seed, args.offset));
+    args.mask_saved = !backend_of(x).dropout_apply(y, x, p, args.seed, args.offset);  // false: y in another layout
     if (args.mask_saved) {
       mask = in_layout(mask_dtype);
       backend_of(x).dropout_forward(y, mask, x, p, args.seed, args.offset);
