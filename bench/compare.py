@@ -28,7 +28,9 @@ a reel program not built) is reported with the package to install and skipped.
 
 W13 (data parallel, W3 and W4) runs three configurations per round: reel's
 bench_w13_ddp under `mpirun -np 2` (one thread per rank), the same program as one
-process with 2 threads, and PyTorch DDP (gloo) on 2 ranks (bench/reference/w13_ddp_pytorch.py):
+process with 2 threads, and PyTorch DDP (gloo) on 2 ranks (bench/reference/w13_ddp_pytorch.py);
+besides, the progress thread, a checkpoint set's cost, and the buckets summed in shared memory
+against MPI alternated in one job (`--only transports`):
     /usr/bin/python3 bench/compare.py --only W13 --rounds 3 --reps 5 --no-compile
 """
 import argparse
@@ -211,7 +213,9 @@ def w13_configs(a, build, envs):
                ("reel", "default", [prog, "--threads", "2"] + args, {}),
                # a consistent checkpoint set's cost beyond its files (issue 44: <= 2% of a step at the
                # sample's default interval, one set per epoch of 469 steps)
-               ("reel", "checkpoint", mpirun + ["--only", "checkpoint"] + args, MPI_ENV)]
+               ("reel", "checkpoint", mpirun + ["--only", "checkpoint"] + args, MPI_ENV),
+               # the buckets summed in shared memory against MPI, alternated in one job
+               ("reel", "transports", mpirun + ["--only", "transports"] + args, MPI_ENV)]
     for env in envs:
         for sysname, python in a.torch_peers:
             configs.append((sysname, env, [python, os.path.join(ROOT, W13[1]), "--ranks", "2", "--threads", "1"] + args,
@@ -300,6 +304,10 @@ def table(recs):
                          f"<= {target_1p:.3g}", ddp / one <= target_1p))
         vs_peer("W13", f"{m}_ddp_step_ms", target_peer, f"W13 {m} ddp_step_ms vs PyTorch DDP", torch_peers(recs))
         hidden = pooled(recs, "W13", "reel", f"{m}_hidden_share", "default")
+        exposed = pooled(recs, "W13", "reel", f"{m}_exposed_wait_ms", "default")
+        if hidden is None and exposed is not None:  # buckets summed in shared memory: no stand-alone all-reduce
+            rows.append((f"W13 {m} wait for the buckets' sums at backward's end (shared memory), ms", exposed,
+                         "step ms", ddp, exposed / ddp if ddp else 0.0, "1e+09", True))
         if hidden is not None:
             rows.append((f"W13 {m} all-reduce hidden (share)", hidden, "all-reduce alone ms",
                          pooled(recs, "W13", "reel", f"{m}_allreduce_ms", "default"), hidden, "1e+09", True))
@@ -311,6 +319,11 @@ def table(recs):
                                  step, "hidden share", h, 0.0, "1e+09", True))
             sent = pooled(recs, "W13", "reel", f"{m}_bytes_sent_per_step", "default")
             rows.append((f"W13 {m} MB sent per rank per step", sent / 1e6, "-", None, 0.0, "1e+09", True))
+    shm = pooled(recs, "W13", "reel", "w4_ddp_shm_step_ms", "transports")
+    over_mpi = pooled(recs, "W13", "reel", "w4_ddp_mpi_step_ms", "transports")
+    if shm and over_mpi:
+        rows.append(("W13 w4 buckets in shared memory / through MPI (alternated)", shm, "MPI ms", over_mpi,
+                     shm / over_mpi, "1e+09", True))
     files = pooled(recs, "W13", "reel", "checkpoint_files_ms", "checkpoint")
     sets = pooled(recs, "W13", "reel", "checkpoint_set_ms", "checkpoint")
     step = pooled(recs, "W13", "reel", "w4_ddp_step_ms", "checkpoint")

@@ -15,6 +15,7 @@
 // step (a ring all-reduce sends 2 (n-1)/n of the gradient bytes).
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <unistd.h>
@@ -61,13 +62,26 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
   auto step = [&] {
     Tensor loss = cross_entropy(ddp ? (*ddp)(x) : model(x), y);
     opt.zero_grad();
-    loss.backward();
+    {
+      debug::Range r("backward");
+      loss.backward();
+    }
     if (barrier_only) pg->barrier();
     if (ddp) waited += ddp->stats().wait_seconds;
+    debug::Range r("optimizer step");
     opt.step();
     return loss;
   };
   for (int i = 0; i < 3; ++i) step();  // warm-up
+  if (args.get("--profile", 0)) {  // one profiled step per rank: where the time goes, per op (stderr)
+    debug::Profiler prof;
+    {
+      debug::Range r("step");
+      step().item<float>();
+    }
+    prof.stop();
+    std::fprintf(stderr, "rank %d:\n%s\n", pg ? pg->rank() : 0, prof.summary(25).c_str());
+  }
   std::vector<double> ms, wait_ms;
   for (int rep = 0; rep < args.reps; ++rep) {
     waited = 0;
@@ -94,7 +108,10 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
                    c.item<double>());
       std::exit(1);
     }
-  // the same buckets all-reduced with nothing else running: what there was to hide
+  if (ddp->stats().shared_memory) extra += ", \"transport\": \"shared memory\"";
+  // the same buckets all-reduced with nothing else running: what there was to hide (MPI's
+  // all-reduce; buckets summed in shared memory have no stand-alone form: their exposed
+  // wait alone is reported)
   std::vector<Tensor> buckets;
   for (int64_t n : ddp->bucket_numels()) buckets.push_back(zeros({n}));
   std::vector<double> alone;
@@ -116,12 +133,64 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
   double alone_ms = bench::stats_of(alone).median, exposed = bench::stats_of(wait_ms).median;
   double hidden = alone_ms > 0 ? std::clamp(1.0 - exposed / alone_ms, 0.0, 1.0) : 0.0;
   double sent = double(ddp->stats().bytes) * 2.0 * (ranks - 1) / ranks;
-  bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_allreduce_ms").c_str(), alone, extra);
   bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_exposed_wait_ms").c_str(), wait_ms, extra);
-  bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_hidden_share").c_str(), std::vector<double>{hidden},
-                extra);
+  if (!ddp->stats().shared_memory) {
+    bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_allreduce_ms").c_str(), alone, extra);
+    bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_hidden_share").c_str(),
+                  std::vector<double>{hidden}, extra);
+  }
   bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_bytes_sent_per_step").c_str(),
                 std::vector<double>{sent}, extra + ", \"buckets\": " + std::to_string(ddp->bucket_count()));
+}
+
+// --only transports (under mpirun): W4's DDP step with the buckets summed in shared memory
+// and through MPI, two replicas in one job, alternated rep by rep so that both see the same
+// machine (a VM's speed drifts by more than their difference between separate runs).
+void transports(const bench::Args& args, dist::ProcessGroup& pg) {
+  const int64_t batch = 64 / pg.size(), steps = args.get("--steps", 10);
+  manual_seed(1);
+  nn::Sequential shm_model = make_w4();
+  manual_seed(1);
+  nn::Sequential mpi_model = make_w4();
+  dist::DistributedDataParallel shm(shm_model, pg, {.shared_memory = true});
+  dist::DistributedDataParallel mpi(mpi_model, pg, {.shared_memory = false});
+  optim::SGD shm_opt(shm_model.parameters(), {.lr = 0.01, .momentum = 0.9});
+  optim::SGD mpi_opt(mpi_model.parameters(), {.lr = 0.01, .momentum = 0.9});
+  manual_seed(uint64_t(100 + pg.rank()));
+  Tensor x = randn({batch, 3, 32, 32}), y = randint(0, 10, {batch});
+  int64_t blocks[2] = {0, 0};
+  auto timed = [&](dist::DistributedDataParallel& ddp, optim::SGD& opt, int64_t n) {
+    // the same dropout masks for both replicas' k-th block of steps
+    manual_seed(uint64_t(100 + pg.rank()) + 1000 * uint64_t(blocks[&ddp == &mpi]++));
+    pg.barrier();
+    double t0 = bench::now_s();
+    Tensor loss;
+    for (int64_t i = 0; i < n; ++i) {
+      loss = cross_entropy(ddp(x), y);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+    (void)loss.item<float>();
+    return 1e3 * (bench::now_s() - t0) / double(n);
+  };
+  timed(shm, shm_opt, 3), timed(mpi, mpi_opt, 3);  // warm-up
+  std::vector<double> shm_ms, mpi_ms;
+  for (int rep = 0; rep < args.reps; ++rep) {
+    if (rep % 2 == 0) shm_ms.push_back(timed(shm, shm_opt, steps)), mpi_ms.push_back(timed(mpi, mpi_opt, steps));
+    else mpi_ms.push_back(timed(mpi, mpi_opt, steps)), shm_ms.push_back(timed(shm, shm_opt, steps));
+  }
+  // the same weights from both transports: the shared sums are MPI's ring's bits
+  std::vector<Tensor> a = shm_model.parameters(), b = mpi_model.parameters();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(a[i].data_ptr(), b[i].data_ptr(), size_t(a[i].numel()) * a[i].element_size()) != 0) {
+      std::fprintf(stderr, "W13 transports: parameter %zu differs between shared memory and MPI\n", i);
+      std::exit(1);
+    }
+  const std::string extra = "\"ranks\": " + std::to_string(pg.size()) +
+                            ", \"shared_memory\": " + (shm.stats().shared_memory ? "true" : "false");
+  bench::report(args, "W13", "reel", "cpu", "w4_ddp_shm_step_ms", shm_ms, extra);
+  bench::report(args, "W13", "reel", "cpu", "w4_ddp_mpi_step_ms", mpi_ms, extra);
 }
 
 // --only sweep (under mpirun): one all-reduce alone, 4 B to 64 MiB, median µs per size:
@@ -234,8 +303,9 @@ int main(int argc, char** argv) {
   std::string only = "w3,w4";
   for (size_t i = 0; i + 1 < args.rest.size(); ++i)
     if (args.rest[i] == "--only") only = args.rest[i + 1];
-  if (pg && (only == "sweep" || only == "checkpoint")) {
+  if (pg && (only == "sweep" || only == "checkpoint" || only == "transports")) {
     if (only == "sweep") sweep(args, *pg);
+    else if (only == "transports") transports(args, *pg);
     else checkpoint_cost(args, *pg);
     dist::finalize();
     return 0;

@@ -8,7 +8,9 @@
 
 #include "../autograd/grad_mode.h"
 #include "../autograd/hooks.h"
+#include "../debug/debug.h"
 #include "../tensor/backend.h"
+#include "internal/shared_buckets.h"
 
 namespace reel::dist {
 
@@ -76,6 +78,21 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     double cap = (groups.size() == 1 ? opt.first_bucket_mb : opt.bucket_cap_mb) * 1024 * 1024;
     if (bytes >= cap) open = false;
   }
+  bool all_cpu = true;
+  std::vector<SharedBuckets::Spec> specs;
+  for (auto& g : groups) {
+    int64_t n = 0;
+    for (size_t i : g) n += params_[i].t.numel();
+    const Tensor& first = params_[g.front()].t;
+    specs.push_back({.numel = n, .dtype = first.dtype()});
+    all_cpu = all_cpu && first.device().is_cpu();
+  }
+  const char* env = std::getenv("REEL_DDP_SHARED_MEMORY");
+  if (opt.shared_memory && all_cpu && !(env && std::string(env) == "0")) {
+    std::string why;
+    shared_ = SharedBuckets::make(pg, specs, &why);  // a collective: every rank decides alike above
+  }
+  stats_.shared_memory = shared_ != nullptr;
   for (auto& g : groups) {
     Bucket b;
     int64_t n = 0;
@@ -85,7 +102,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
       n += params_[i].t.numel();
     }
     const Tensor& first = params_[g.front()].t;
-    b.flat = zeros({n}, {.dtype = first.dtype(), .device = first.device()});
+    b.flat = shared_ ? shared_->slab(buckets_.size()) : zeros({n}, {.dtype = first.dtype(), .device = first.device()});
     b.params = g;
     b.pending = g.size();
     stats_.bytes += uint64_t(n) * first.element_size();
@@ -161,6 +178,7 @@ void DistributedDataParallel::on_grad(size_t i) {
   Bucket& b = buckets_[p.bucket];
   {
     NoGradGuard no_grad;  // the bucket is not in flight before all its parameters are ready
+    debug::Range r("ddp: gradient into bucket");  // (in the profiler's table; a branch otherwise)
     Tensor slot = b.flat.narrow(0, p.offset, p.t.numel());
     // a gradient kept from the last step (no zero_grad, or zero_grad(false)) is that
     // step's view of this slot, accumulated in place: already there, divided in place
@@ -185,22 +203,26 @@ void DistributedDataParallel::launch_ready() {
 
 void DistributedDataParallel::launch(Bucket& b) {
   b.launched = true;
-  if (b.flat.device().is_cuda()) {
+  if (shared_) {
+    shared_->start(size_t(&b - buckets_.data()), b.label);  // the progress below sums this rank's share
+  } else if (b.flat.device().is_cuda()) {
     pg_.all_reduce(b.flat, ReduceOp::sum);  // NCCL: queued on its stream, the host does not wait
   } else {
     // the slots were divided on backward's thread (divide_into): the progress thread
     // runs no ops (each would start an OpenMP pool of its own)
     b.work = pg_.all_reduce_async(b.flat, ReduceOp::sum, b.label);
-    if (progress_thread_.joinable() && !polling_) {
-      polling_ = true;
-      cv_.notify_one();
-    }
+  }
+  if (!b.flat.device().is_cuda() && progress_thread_.joinable() && !polling_) {
+    polling_ = true;
+    cv_.notify_one();
   }
 }
 
 // OpenMPI advances a nonblocking collective only inside MPI calls: each hook gives the
 // ones in flight a turn.
 void DistributedDataParallel::progress() {
+  debug::Range r("ddp: all-reduce progress");
+  if (shared_) return shared_->advance();
   for (size_t k = 0; k < next_launch_; ++k)
     if (buckets_[k].work.defined()) buckets_[k].work.test();
 }
@@ -236,7 +258,12 @@ void DistributedDataParallel::finish() {
     }
   }
   auto t0 = std::chrono::steady_clock::now();
-  for (Bucket& b : buckets_) b.work.wait();
+  {
+    debug::Range r("ddp: all-reduce wait");
+    for (size_t k = 0; k < buckets_.size(); ++k)
+      if (shared_) shared_->wait(k);
+      else buckets_[k].work.wait();
+  }
   stats_.wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   NoGradGuard no_grad;
   // Each gradient becomes a view of its bucket (PyTorch's gradient_as_bucket_view): no copy

@@ -19,7 +19,10 @@
 // backward computes the earlier layers. When backward ends, the remaining all-reduces are waited
 // for and each .grad() becomes a view of its bucket's averages (no copy back), so
 // optimizer.step() right after backward() sees synchronised gradients. Buckets start in bucket order on every
-// rank (MPI needs the same order), whatever order their gradients finish in.
+// rank (MPI needs the same order), whatever order their gradients finish in. Ranks that
+// all run on one host keep their buckets in one shared-memory segment instead and sum
+// them there, each rank its share (DistributedDataParallelOptions::shared_memory), with
+// the bits of MPI's ring all-reduce.
 //
 // Only a backward through an output of ddp(x) synchronises (as PyTorch): calling the
 // wrapped module directly, or under no_sync(), accumulates gradients locally; the next
@@ -31,6 +34,7 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -61,6 +65,11 @@ struct DistributedDataParallelOptions {
   int progress_interval_us = 200;
   bool broadcast_buffers = true;  // rank 0's buffers (BatchNorm's statistics) before each forward
   bool find_unused_parameters = false;
+  // Ranks all on one host sum their buckets in shared memory instead of through MPI
+  // (dist/shared_buckets.cpp): half the passes over the gradients, on the cores backward
+  // needs. Falls back to MPI where the ranks span hosts, a bucket is not f32 or f64, or
+  // /dev/shm lacks room; REEL_DDP_SHARED_MEMORY=0 turns it off for the whole job.
+  bool shared_memory = true;
 };
 
 // What the last synchronised backward did, for benchmarks.
@@ -69,7 +78,10 @@ struct DistributedDataParallelStats {
   uint64_t bytes = 0;          // gradient bytes all-reduced per step
   double wait_seconds = 0;     // time backward's end spent waiting for all-reduces (the part not hidden)
   int64_t launched_in_backward = 0;  // buckets started before backward ended
+  bool shared_memory = false;  // the buckets are summed in shared memory (else MPI all-reduces them)
 };
+
+class SharedBuckets;  // dist/internal/shared_buckets.h
 
 class DistributedDataParallel {
  public:
@@ -134,6 +146,7 @@ class DistributedDataParallel {
   std::vector<Param> params_;
   std::vector<Bucket> buckets_;
   std::vector<uint64_t> hook_ids_;
+  std::unique_ptr<SharedBuckets> shared_;  // set: the buckets live in shared memory (same host)
   size_t next_launch_ = 0;
   bool sync_ = true;   // false under no_sync()
   bool armed_ = false;  // a forward through the wrapper with grad mode on and sync

@@ -43,6 +43,8 @@ namespace {
 // that answers with the same sequence number waits in the same collective; a smaller
 // one is still in an earlier collective; no answer: stuck outside MPI, or gone.
 constexpr int kWhereBytes = 160;
+}  // namespace
+
 [[noreturn]] void report_timeout(GroupState& g, const char* op, const std::string& what, uint64_t seq) {
   char mine[kWhereBytes] = {};
   std::snprintf(mine, sizeof mine, "%llu %s%s%s", (unsigned long long)seq, op, what.empty() ? "" : ": ",
@@ -103,6 +105,8 @@ constexpr int kWhereBytes = 160;
   msg += " (the limit: dist::InitOptions::timeout_s or REEL_DIST_TIMEOUT)";
   abort(msg);
 }
+
+namespace {
 
 }  // namespace
 

@@ -39,6 +39,10 @@ void check_mpi(int rc, const char* op, const Site& site);
 // naming the collective `op`, `what` (a bucket) and the ranks that did not arrive.
 void wait_request(GroupState& g, MPI_Request& req, const char* op, const std::string& what, uint64_t seq);
 
+// After `op` (`what`: a bucket) waited past g.timeout_s: learns from the other ranks which
+// collective each is in and ends the job (dist::abort) naming those that did not arrive.
+[[noreturn]] void report_timeout(GroupState& g, const char* op, const std::string& what, uint64_t seq);
+
 namespace nccl {
 // The CUDA collectives: NCCL on a stream of its own, ordered after the tensor's compute
 // stream by events. Without NCCL in the build each throws Error naming the op.

@@ -3,6 +3,10 @@
 // on the whole batches (the mean of the halves' mean gradients is the whole batch's).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
 #include <reel/reel.h>
 
 #include "../user_optimizers.h"  // Adafactor as a user writes it
@@ -213,4 +217,68 @@ TEST_CASE("ddp: BatchNorm's running statistics come from rank 0 before each forw
   ddp(x).sum().backward();
   std::vector<Tensor> rm = pg().all_gather(net.bn.running_mean);
   CHECK((rm[0] - rm[1]).abs().max().item<double>() == 0);
+}
+
+// Also run on 3 and 4 ranks (ctest dist_ddp_ring3, dist_ddp_ring4), where the order of
+// summation shows in the last bits.
+TEST_CASE("ddp: ranks on one host sum their buckets in shared memory, with the bits of MPI's ring",
+          "[dist][ddp][ddp_ring]") {
+  const int r = pg().rank();
+  const bool one_host = pg().local_size() == pg().size();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dtype));
+    manual_seed(21);
+    Mlp a, b;
+    copy_weights(b, a);
+    a.to(dtype), b.to(dtype);
+    // a bucket per few parameters, the last one large enough for uneven segments
+    dist::DistributedDataParallelOptions small{.bucket_cap_mb = 0.00005, .first_bucket_mb = 0.0003};
+    dist::DistributedDataParallelOptions shared = small, mpi = small;
+    shared.shared_memory = true, mpi.shared_memory = false;
+    dist::DistributedDataParallel over_shm(a, pg(), shared), over_mpi(b, pg(), mpi);
+    CHECK(over_shm.stats().shared_memory == one_host);
+    CHECK(!over_mpi.stats().shared_memory);
+    optim::SGD opt_a(a.parameters(), {.lr = 0.01, .momentum = 0.9}), opt_b(b.parameters(), {.lr = 0.01, .momentum = 0.9});
+    Generator data(uint64_t(60 + r));
+    for (int step = 0; step < 4; ++step) {
+      // each rank's gradients at another scale: a sum's rounding depends on its order
+      Tensor x = (randn({5, 8}, data) * std::ldexp(1.0, 3 * r)).to(dtype), y = randint(0, 4, {5}, data);
+      if (step == 2) a.zero_grad(false), b.zero_grad(false);  // backward accumulates into the shared views
+      else opt_a.zero_grad(), opt_b.zero_grad();
+      cross_entropy(over_shm(x), y).backward();
+      cross_entropy(over_mpi(x), y).backward();
+      auto pa = a.parameters(), pb = b.parameters();
+      for (size_t i = 0; i < pa.size(); ++i) {
+        INFO("step " << step << ", parameter " << i);
+        REQUIRE(pa[i].grad().defined());
+        CHECK(std::memcmp(pa[i].grad().contiguous().data_ptr(), pb[i].grad().contiguous().data_ptr(),
+                          size_t(pa[i].numel()) * pa[i].element_size()) == 0);
+      }
+      opt_a.step(), opt_b.step();
+    }
+    CHECK(max_diff(a, b) == 0);
+    CHECK(same_on_all_ranks(a));
+  }
+  SECTION("a gradient outlives its DistributedDataParallel (the view keeps its shared memory)") {
+    manual_seed(22);
+    Mlp m;
+    Tensor grad;
+    std::vector<float> values;
+    {
+      dist::DistributedDataParallel ddp(m, pg());
+      cross_entropy(ddp(randn({3, 8})), tensor({0, 1, 2}).to_long()).backward();
+      grad = m.fc1.weight.grad();
+      values = grad.contiguous().to_vector<float>();
+    }
+    CHECK(grad.contiguous().to_vector<float>() == values);
+    grad.add_(1.0);  // still writable
+    CHECK(grad.contiguous().to_vector<float>()[0] == values[0] + 1.0f);
+  }
+  SECTION("REEL_DDP_SHARED_MEMORY=0 keeps MPI") {
+    setenv("REEL_DDP_SHARED_MEMORY", "0", 1);
+    Mlp m;
+    dist::DistributedDataParallel ddp(m, pg());
+    unsetenv("REEL_DDP_SHARED_MEMORY");
+    CHECK(!ddp.stats().shared_memory);
+  }
 }
