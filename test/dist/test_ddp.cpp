@@ -282,3 +282,23 @@ TEST_CASE("ddp: ranks on one host sum their buckets in shared memory, with the b
     CHECK(!ddp.stats().shared_memory);
   }
 }
+
+// Run by test/dist/shm_full.sh (ctest dist_shm_full) with a 1 MiB /dev/shm of its own.
+TEST_CASE("ddp: buckets that do not fit in /dev/shm are summed through MPI", "[.ddp_shm_full]") {
+  const int n = pg().size(), r = pg().rank();
+  manual_seed(23);
+  nn::Linear big(1024, 512), local(1024, 512);  // 2 MiB of gradients a rank
+  copy_weights(local, big);
+  dist::DistributedDataParallel ddp(big, pg());
+  CHECK(!ddp.stats().shared_memory);
+  Tensor x = randn({4, 1024}) * double(r + 1);
+  ddp(x).square().sum().backward();
+  local(x).square().sum().backward();
+  std::vector<Tensor> g = pg().all_gather(local.weight.grad());
+  Tensor sum = g[0];
+  for (int k = 1; k < n; ++k) sum = sum + g[size_t(k)];
+  CHECK((big.weight.grad() - sum * (1.0 / n)).abs().max().item<double>() == 0);
+  Mlp small;  // a few KiB: still fits
+  dist::DistributedDataParallel fits(small, pg());
+  CHECK(fits.stats().shared_memory);
+}
