@@ -44,7 +44,14 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   std::string layout;
   for (auto& [name, t] : named) layout += fmt::format("{} {} {}; ", name, t.shape().str(), dtype_name(t.dtype()));
   for (auto& [name, t] : module.named_buffers()) layout += fmt::format("{} {}; ", name, t.shape().str());
-  pg.check_same(op, fmt::format("the model [{}]", layout), site);
+  // the buckets in shared memory or not: the ranks must agree (making the segment is a collective)
+  bool all_cpu = true;
+  for (auto& [name, t] : named) all_cpu = all_cpu && t.device().is_cpu();
+  const char* env = std::getenv("REEL_DDP_SHARED_MEMORY");
+  const bool want_shared = opt.shared_memory && all_cpu && !(env && std::string(env) == "0");
+  pg.check_same(op, fmt::format("the model [{}], buckets in shared memory where they can be: {}", layout,
+                                want_shared ? "yes" : "no (.shared_memory, REEL_DDP_SHARED_MEMORY or a CUDA parameter)"),
+                site);
 
   {
     NoGradGuard no_grad;  // parameters are leaves that require grad: written in place
@@ -78,19 +85,15 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     double cap = (groups.size() == 1 ? opt.first_bucket_mb : opt.bucket_cap_mb) * 1024 * 1024;
     if (bytes >= cap) open = false;
   }
-  bool all_cpu = true;
-  std::vector<SharedBuckets::Spec> specs;
-  for (auto& g : groups) {
-    int64_t n = 0;
-    for (size_t i : g) n += params_[i].t.numel();
-    const Tensor& first = params_[g.front()].t;
-    specs.push_back({.numel = n, .dtype = first.dtype()});
-    all_cpu = all_cpu && first.device().is_cpu();
-  }
-  const char* env = std::getenv("REEL_DDP_SHARED_MEMORY");
-  if (opt.shared_memory && all_cpu && !(env && std::string(env) == "0")) {
+  if (want_shared) {
+    std::vector<SharedBuckets::Spec> specs;
+    for (auto& g : groups) {
+      int64_t n = 0;
+      for (size_t i : g) n += params_[i].t.numel();
+      specs.push_back({.numel = n, .dtype = params_[g.front()].t.dtype()});
+    }
     std::string why;
-    shared_ = SharedBuckets::make(pg, specs, &why);  // a collective: every rank decides alike above
+    shared_ = SharedBuckets::make(pg, specs, &why);  // a collective: every rank decides alike (checked above)
   }
   stats_.shared_memory = shared_ != nullptr;
   for (auto& g : groups) {

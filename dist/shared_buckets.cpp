@@ -106,13 +106,17 @@ std::unique_ptr<SharedBuckets> SharedBuckets::make(ProcessGroup& pg, const std::
   // SIGBUS at the first page past its room), the others open it by name, then rank 0
   // unlinks it: the name exists only during construction, the memory until the last unmap
   static int made = 0;
-  Tensor info = zeros({2}, {.dtype = DType::i64});  // rank 0's pid, its count of segments
+  // rank 0's pid, its count of segments, and its clock (pids repeat across containers that
+  // share a /dev/shm)
+  Tensor info = zeros({3}, {.dtype = DType::i64});
   if (g.rank == 0) {
     info.data_ptr<int64_t>()[0] = int64_t(::getpid());
     info.data_ptr<int64_t>()[1] = int64_t(made++);
+    info.data_ptr<int64_t>()[2] = int64_t(std::chrono::steady_clock::now().time_since_epoch().count() & 0xffffffff);
   }
   pg.broadcast(info, 0);
-  const std::string name = fmt::format("/reel-ddp-{}-{}", info.data_ptr<int64_t>()[0], info.data_ptr<int64_t>()[1]);
+  const int64_t* id = info.data_ptr<int64_t>();
+  const std::string name = fmt::format("/reel-ddp-{}-{}-{:x}", id[0], id[1], id[2]);
   std::string failed;
   int fd = -1;
   if (g.rank == 0) {

@@ -274,6 +274,14 @@ TEST_CASE("ddp: ranks on one host sum their buckets in shared memory, with the b
     grad.add_(1.0);  // still writable
     CHECK(grad.contiguous().to_vector<float>()[0] == values[0] + 1.0f);
   }
+  SECTION("ranks that disagree on shared memory get an Error naming both, before any collective of it") {
+    Mlp m;
+    dist::DistributedDataParallelOptions o;
+    o.shared_memory = r != 0;
+    CHECK_THROWS_WITH(dist::DistributedDataParallel(m, pg(), o),
+                      Catch::Contains("the ranks differ") && Catch::Contains("shared memory where they can be: no") &&
+                          Catch::Contains("shared memory where they can be: yes"));
+  }
   SECTION("REEL_DDP_SHARED_MEMORY=0 keeps MPI") {
     setenv("REEL_DDP_SHARED_MEMORY", "0", 1);
     Mlp m;
