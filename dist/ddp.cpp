@@ -94,8 +94,12 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     }
     std::string why;
     shared_ = SharedBuckets::make(pg, specs, &why);  // a collective: every rank decides alike (checked above)
+    if (!shared_) stats_.transport = "MPI (" + why + ")";
   }
   stats_.shared_memory = shared_ != nullptr;
+  if (shared_) stats_.transport = "shared memory";
+  else if (!all_cpu) stats_.transport = "NCCL";
+  else if (stats_.transport.empty()) stats_.transport = "MPI";
   for (auto& g : groups) {
     Bucket b;
     int64_t n = 0;

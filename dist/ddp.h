@@ -79,6 +79,8 @@ struct DistributedDataParallelStats {
   double wait_seconds = 0;     // time backward's end spent waiting for all-reduces (the part not hidden)
   int64_t launched_in_backward = 0;  // buckets started before backward ended
   bool shared_memory = false;  // the buckets are summed in shared memory (else MPI all-reduces them)
+  // "shared memory", "MPI", "MPI (<why not shared memory>)" or "NCCL"
+  std::string transport;
 };
 
 class SharedBuckets;  // dist/internal/shared_buckets.h

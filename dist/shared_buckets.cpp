@@ -154,7 +154,7 @@ std::unique_ptr<SharedBuckets> SharedBuckets::make(ProcessGroup& pg, const std::
     }
   }
   if (fd >= 0) ::close(fd);
-  if (made_ok.item<int64_t>() != 1) failed = "rank 0 could not make the segment";
+  if (made_ok.item<int64_t>() != 1 && failed.empty()) failed = "rank 0 could not make the segment";
   Tensor all_ok = scalar_tensor(double(failed.empty() ? 1 : 0), {.dtype = DType::i64});
   pg.all_reduce(all_ok, ReduceOp::min);  // every rank has mapped it (or given up)
   if (g.rank == 0 && fd >= 0) ::shm_unlink(name.c_str());

@@ -237,7 +237,9 @@ TEST_CASE("ddp: ranks on one host sum their buckets in shared memory, with the b
     shared.shared_memory = true, mpi.shared_memory = false;
     dist::DistributedDataParallel over_shm(a, pg(), shared), over_mpi(b, pg(), mpi);
     CHECK(over_shm.stats().shared_memory == one_host);
+    CHECK((over_shm.stats().transport == "shared memory") == one_host);
     CHECK(!over_mpi.stats().shared_memory);
+    CHECK(over_mpi.stats().transport == "MPI");
     optim::SGD opt_a(a.parameters(), {.lr = 0.01, .momentum = 0.9}), opt_b(b.parameters(), {.lr = 0.01, .momentum = 0.9});
     Generator data(uint64_t(60 + r));
     for (int step = 0; step < 4; ++step) {
@@ -299,6 +301,7 @@ TEST_CASE("ddp: buckets that do not fit in /dev/shm are summed through MPI", "[.
   copy_weights(local, big);
   dist::DistributedDataParallel ddp(big, pg());
   CHECK(!ddp.stats().shared_memory);
+  CHECK_THAT(ddp.stats().transport, Catch::StartsWith("MPI (") && Catch::Contains("MiB in /dev/shm"));
   Tensor x = randn({4, 1024}) * double(r + 1);
   ddp(x).square().sum().backward();
   local(x).square().sum().backward();
