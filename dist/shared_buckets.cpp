@@ -105,38 +105,44 @@ std::unique_ptr<SharedBuckets> SharedBuckets::make(ProcessGroup& pg, const std::
   // rank 0 makes the segment (zeros, its pages reserved now: tmpfs would otherwise raise
   // SIGBUS at the first page past its room), the others open it by name, then rank 0
   // unlinks it: the name exists only during construction, the memory until the last unmap
-  static int made = 0;
+  static int segments_made = 0;
   // rank 0's pid, its count of segments, and its clock (pids repeat across containers that
   // share a /dev/shm)
   Tensor info = zeros({3}, {.dtype = DType::i64});
   if (g.rank == 0) {
     info.data_ptr<int64_t>()[0] = int64_t(::getpid());
-    info.data_ptr<int64_t>()[1] = int64_t(made++);
+    info.data_ptr<int64_t>()[1] = int64_t(segments_made++);
     info.data_ptr<int64_t>()[2] = int64_t(std::chrono::steady_clock::now().time_since_epoch().count() & 0xffffffff);
   }
   pg.broadcast(info, 0);
   const int64_t* id = info.data_ptr<int64_t>();
   const std::string name = fmt::format("/reel-ddp-{}-{}-{:x}", id[0], id[1], id[2]);
-  std::string failed;
   int fd = -1;
+  Tensor outcome = zeros({2}, {.dtype = DType::i64});  // rank 0's failure (1: shm_open, 2: its room) and errno
   if (g.rank == 0) {
     fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) failed = fmt::format("shm_open: {}", std::strerror(errno));
-    else if (int rc = ::posix_fallocate(fd, 0, off_t(sb->bytes_)); rc != 0)
-      failed = fmt::format("{:.1f} MiB in /dev/shm: {}", double(sb->bytes_) / (1 << 20), std::strerror(rc));
+    int64_t* m = outcome.data_ptr<int64_t>();
+    if (fd < 0) m[0] = 1, m[1] = errno;
+    else if (int rc = ::posix_fallocate(fd, 0, off_t(sb->bytes_)); rc != 0) m[0] = 2, m[1] = rc;
   }
-  Tensor made_ok = scalar_tensor(double(failed.empty() ? 1 : 0), {.dtype = DType::i64});
-  pg.broadcast(made_ok, 0);  // the others open it only once it has its size
-  if (g.rank != 0 && made_ok.item<int64_t>() == 1) {
+  pg.broadcast(outcome, 0);  // the others open it only once it has its size; every rank names rank 0's failure
+  const int64_t stage = outcome.data_ptr<int64_t>()[0];
+  const int code = int(outcome.data_ptr<int64_t>()[1]);
+  std::string failed = stage == 1   ? fmt::format("shm_open on rank 0: {}", std::strerror(code))
+                       : stage == 2 ? fmt::format("{:.1f} MiB in /dev/shm: {}", double(sb->bytes_) / (1 << 20),
+                                                  std::strerror(code))
+                                    : "";
+  const bool made_ok = stage == 0;
+  if (g.rank != 0 && made_ok) {
     fd = ::shm_open(name.c_str(), O_RDWR, 0600);
     if (fd < 0) failed = fmt::format("shm_open: {}", std::strerror(errno));
   }
-  if (failed.empty() && made_ok.item<int64_t>() == 1) {
+  if (failed.empty()) {
     void* p = ::mmap(nullptr, sb->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) failed = fmt::format("mmap: {}", std::strerror(errno));
     else sb->base_ = static_cast<char*>(p);
   }
-  if (failed.empty() && made_ok.item<int64_t>() == 1) {
+  if (failed.empty()) {
     for (size_t k = 0; k < specs.size(); ++k) {
       const size_t nbytes = size_t(specs[k].numel) * dtype_size(specs[k].dtype);
       void* p = ::mmap(nullptr, std::max<size_t>(nbytes, 1), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
@@ -154,7 +160,6 @@ std::unique_ptr<SharedBuckets> SharedBuckets::make(ProcessGroup& pg, const std::
     }
   }
   if (fd >= 0) ::close(fd);
-  if (made_ok.item<int64_t>() != 1 && failed.empty()) failed = "rank 0 could not make the segment";
   Tensor all_ok = scalar_tensor(double(failed.empty() ? 1 : 0), {.dtype = DType::i64});
   pg.all_reduce(all_ok, ReduceOp::min);  // every rank has mapped it (or given up)
   if (g.rank == 0 && fd >= 0) ::shm_unlink(name.c_str());
