@@ -108,21 +108,8 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
                    c.item<double>());
       std::exit(1);
     }
-  if (ddp->stats().shared_memory) extra += ", \"transport\": \"shared memory\"";
-  // the same buckets all-reduced with nothing else running: what there was to hide (MPI's
-  // all-reduce; buckets summed in shared memory have no stand-alone form: their exposed
-  // wait alone is reported)
-  std::vector<Tensor> buckets;
-  for (int64_t n : ddp->bucket_numels()) buckets.push_back(zeros({n}));
-  std::vector<double> alone;
-  for (int rep = 0; rep < std::max(5, args.reps); ++rep) {
-    pg->barrier();
-    double t0 = bench::now_s();
-    std::vector<dist::Work> works;
-    for (Tensor& b : buckets) works.push_back(pg->all_reduce_async(b, dist::ReduceOp::avg));
-    for (auto& w : works) w.wait();
-    alone.push_back(1e3 * (bench::now_s() - t0));
-  }
+  const bool shared = ddp->stats().shared_memory;
+  if (shared) extra += ", \"transport\": \"shared memory\"";
   // A rank that finishes backward first also waits for its peer's backward: the rank that
   // arrives last waits for the unhidden communication alone, so each repetition's exposed
   // wait is the smallest over the ranks.
@@ -130,15 +117,28 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
   pg->all_reduce(waits, dist::ReduceOp::min);
   auto w = waits.to_vector<double>();
   wait_ms.assign(w.begin(), w.end());
-  double alone_ms = bench::stats_of(alone).median, exposed = bench::stats_of(wait_ms).median;
-  double hidden = alone_ms > 0 ? std::clamp(1.0 - exposed / alone_ms, 0.0, 1.0) : 0.0;
-  double sent = double(ddp->stats().bytes) * 2.0 * (ranks - 1) / ranks;
   bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_exposed_wait_ms").c_str(), wait_ms, extra);
-  if (!ddp->stats().shared_memory) {
+  if (!shared) {
+    // the same buckets all-reduced by MPI with nothing else running: what there was to hide
+    // (buckets summed in shared memory have no stand-alone form: their exposed wait is the figure)
+    std::vector<Tensor> buckets;
+    for (int64_t n : ddp->bucket_numels()) buckets.push_back(zeros({n}));
+    std::vector<double> alone;
+    for (int rep = 0; rep < std::max(5, args.reps); ++rep) {
+      pg->barrier();
+      double t0 = bench::now_s();
+      std::vector<dist::Work> works;
+      for (Tensor& b : buckets) works.push_back(pg->all_reduce_async(b, dist::ReduceOp::avg));
+      for (auto& wk : works) wk.wait();
+      alone.push_back(1e3 * (bench::now_s() - t0));
+    }
+    const double alone_ms = bench::stats_of(alone).median, exposed = bench::stats_of(wait_ms).median;
+    const double hidden = alone_ms > 0 ? std::clamp(1.0 - exposed / alone_ms, 0.0, 1.0) : 0.0;
     bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_allreduce_ms").c_str(), alone, extra);
     bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_hidden_share").c_str(),
                   std::vector<double>{hidden}, extra);
   }
+  const double sent = double(ddp->stats().bytes) * 2.0 * (ranks - 1) / ranks;
   bench::report(args, "W13", "reel", "cpu", (std::string(name) + "_bytes_sent_per_step").c_str(),
                 std::vector<double>{sent}, extra + ", \"buckets\": " + std::to_string(ddp->bucket_count()));
 }

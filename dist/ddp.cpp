@@ -85,34 +85,28 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     double cap = (groups.size() == 1 ? opt.first_bucket_mb : opt.bucket_cap_mb) * 1024 * 1024;
     if (bytes >= cap) open = false;
   }
-  if (want_shared) {
-    std::vector<SharedBuckets::Spec> specs;
-    for (auto& g : groups) {
-      int64_t n = 0;
-      for (size_t i : g) n += params_[i].t.numel();
-      specs.push_back({.numel = n, .dtype = params_[g.front()].t.dtype()});
-    }
-    std::string why;
-    shared_ = SharedBuckets::make(pg, specs, &why);  // a collective: every rank decides alike (checked above)
-    if (!shared_) stats_.transport = "MPI (" + why + ")";
-  }
-  stats_.shared_memory = shared_ != nullptr;
-  if (shared_) stats_.transport = "shared memory";
-  else if (!all_cpu) stats_.transport = "NCCL";
-  else if (stats_.transport.empty()) stats_.transport = "MPI";
-  for (auto& g : groups) {
-    Bucket b;
+  std::vector<SharedBuckets::Spec> specs;  // each bucket's size and dtype
+  for (size_t k = 0; k < groups.size(); ++k) {
     int64_t n = 0;
-    for (size_t i : g) {
-      params_[i].bucket = buckets_.size();
+    for (size_t i : groups[k]) {
+      params_[i].bucket = k;
       params_[i].offset = n;
       n += params_[i].t.numel();
     }
-    const Tensor& first = params_[g.front()].t;
-    b.flat = shared_ ? shared_->slab(buckets_.size()) : zeros({n}, {.dtype = first.dtype(), .device = first.device()});
-    b.params = g;
-    b.pending = g.size();
-    stats_.bytes += uint64_t(n) * first.element_size();
+    specs.push_back({.numel = n, .dtype = params_[groups[k].front()].t.dtype()});
+  }
+  std::string why;
+  // a collective: every rank decides alike (checked above)
+  if (want_shared) shared_ = SharedBuckets::make(pg, specs, &why);
+  stats_.shared_memory = shared_ != nullptr;
+  stats_.transport = shared_ ? "shared memory" : !all_cpu ? "NCCL" : why.empty() ? "MPI" : "MPI (" + why + ")";
+  for (size_t k = 0; k < groups.size(); ++k) {
+    Bucket b;
+    const Tensor& first = params_[groups[k].front()].t;
+    b.flat = shared_ ? shared_->slab(k) : zeros({specs[k].numel}, {.dtype = first.dtype(), .device = first.device()});
+    b.params = groups[k];
+    b.pending = groups[k].size();
+    stats_.bytes += uint64_t(specs[k].numel) * first.element_size();
     buckets_.push_back(std::move(b));
   }
   stats_.buckets = int64_t(buckets_.size());

@@ -106,10 +106,6 @@ constexpr int kWhereBytes = 160;
   abort(msg);
 }
 
-namespace {
-
-}  // namespace
-
 void wait_request(GroupState& g, MPI_Request& req, const char* op, const std::string& what, uint64_t seq) {
   // MPI_Test advances the collective (OpenMPI's progress yields the core when oversubscribed,
   // as MPI_Wait does); the clock is read every few hundred tests

@@ -92,7 +92,6 @@ std::unique_ptr<SharedBuckets> SharedBuckets::make(ProcessGroup& pg, const std::
   sb->pg_ = &pg;
   sb->rank_ = g.rank;
   sb->size_ = g.size;
-  sb->buckets_ = specs.size();
   sb->specs_ = specs;
   size_t at = round_up(2 * specs.size() * sizeof(uint64_t), kPage);
   for (const Spec& s : specs) {
@@ -207,11 +206,11 @@ void SharedBuckets::reduce_share(size_t k) {
   if (specs_[k].dtype == DType::f64) sum_into_all<double>(copies, lo, hi);
   else sum_into_all<float>(copies, lo, hi);
   pending_[k] = false;
-  store(flags_of(base_, region_, rank_) + buckets_ + k, round_[k]);
+  store(flags_of(base_, region_, rank_) + specs_.size() + k, round_[k]);
 }
 
 void SharedBuckets::advance() {
-  for (size_t k = 0; k < buckets_; ++k)
+  for (size_t k = 0; k < specs_.size(); ++k)
     if (pending_[k] && all_at_least(k, round_[k])) reduce_share(k);
 }
 
@@ -221,7 +220,7 @@ void SharedBuckets::wait(size_t k) {
   const double limit = pg_->state().timeout_s;
   for (uint64_t spin = 0;; ++spin) {
     advance();
-    if (!pending_[k] && all_at_least(buckets_ + k, round_[k])) break;
+    if (!pending_[k] && all_at_least(specs_.size() + k, round_[k])) break;
     // a rank per core waits a few microseconds; where ranks share cores, yield the core
     if (spin > 64) std::this_thread::yield();
     if (spin % 1024 == 1023 &&

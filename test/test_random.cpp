@@ -351,3 +351,33 @@ TEST_CASE("dropout with a one-pass kernel keeps no mask: its backward draws the 
   yc.sum().backward();
   CHECK(xs.grad().to_vector<float>() == xc.grad().to_vector<float>());
 }
+
+// PyTorch's dropout is x * mask * (1 / (1 - p)) (torch.nn.functional.dropout: a dropped inf
+// or NaN is NaN, a kept one stays; the gradient is mask * scale), checked on the one-pass path
+// with the mask that backward draws again; an empty input gives empty results.
+TEST_CASE("dropout on the one-pass path follows PyTorch's rule for inf, NaN and empty inputs", "[random][dropout][edge]") {
+  const float inf = INFINITY, nan = NAN;
+  std::vector<float> xs;
+  for (int i = 0; i < 16; ++i) xs.insert(xs.end(), {inf, -inf, nan, 1.5f});
+  manual_seed(44);
+  Tensor x = from_vector(xs).requires_grad_();
+  Tensor y = dropout(x, 0.5);
+  y.sum().backward();
+  std::vector<float> yv = y.to_vector<float>(), g = x.grad().to_vector<float>();
+  int kept = 0, dropped = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    INFO("element " << i << " x " << xs[i] << " y " << yv[i] << " grad " << g[i]);
+    REQUIRE((g[i] == 0.0f || g[i] == 2.0f));  // mask * scale
+    const float expect = xs[i] * (g[i] / 2.0f) * 2.0f;  // x * mask * scale
+    if (std::isnan(expect)) CHECK(std::isnan(yv[i]));
+    else CHECK(yv[i] == expect);
+    (g[i] == 0.0f ? dropped : kept)++;
+  }
+  CHECK(kept > 10);
+  CHECK(dropped > 10);  // both kinds of every value were seen
+  Tensor e = empty({0, 3}).requires_grad_();
+  Tensor ye = dropout(e, 0.5);
+  ye.sum().backward();
+  CHECK(ye.shape() == Dims{0, 3});
+  CHECK(e.grad().shape() == Dims{0, 3});
+}

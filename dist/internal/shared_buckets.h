@@ -47,7 +47,6 @@ class SharedBuckets {
 
   ProcessGroup* pg_ = nullptr;
   int rank_ = 0, size_ = 1;
-  size_t buckets_ = 0;
   std::vector<Spec> specs_;
   char* base_ = nullptr;  // the whole segment, mapped once (read and write)
   size_t bytes_ = 0;
