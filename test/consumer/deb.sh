@@ -127,3 +127,6 @@ if grep -l 'trying file=/usr/local/cuda\|calling init: /usr/local/cuda' "$work"/
 fi
 grep -q "calling init: $prefix/lib/libreel.so.0" "$work"/ld.app.* || fail "the consumer did not load the package's libreel"
 echo "the consumers ran from the unpacked CPU packages (/usr/local/cuda hidden: $hidden), loading nothing from /usr/local/cuda"
+# Passed: the staging tree, the unpacked packages and the scratch root (~700 MB from a CUDA
+# build) go; the .debs and the logs stay. A failure above keeps everything to look at.
+rm -rf "$work/pkg/_CPack_Packages" "$work/x" "$work/root"

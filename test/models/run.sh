@@ -10,9 +10,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 tests=$1 out=$2
 /usr/bin/python3 "$here/torchvision_models.py" "$out"
 REEL_TORCHVISION_DIR="$out" "$tests" "[torchvision]"
+rm -f "$out"/*.safetensors "$out"/*.pt  # passed: the weights (~380 MB) go (a failure keeps them)
 # A PyTorch 2.x python with torchvision (e.g. a venv of PyPI's torch), when one is named,
 # writes the same files again: its .pt files are read by the same tests.
 if [ -n "${REEL_TORCH2_PYTHON:-}" ]; then
   "$REEL_TORCH2_PYTHON" "$here/torchvision_models.py" "$out/torch2"
   REEL_TORCHVISION_DIR="$out/torch2" "$tests" "[torchvision]"
+  rm -f "$out"/torch2/*.safetensors "$out"/torch2/*.pt
 fi
