@@ -1,4 +1,6 @@
 // The tape: backward, accumulation, retain_graph, grad(), no-grad, memory, threads.
+#include <cstring>
+#include <optional>
 #include <thread>
 
 #include "gradcheck.h"
@@ -155,4 +157,85 @@ TEST_CASE("set_num_threads sets the pool's size and rejects nonsense", "[autogra
   set_num_threads(before);
   CHECK(num_threads() == before);
   CHECK_THROWS_WITH(set_num_threads(0), Catch::Contains("set_num_threads: expected at least 1 thread, got 0"));
+}
+
+namespace {
+// y = a + b, whose backward gives its incoming gradient, the same tensor, to both inputs
+// and keeps it (as a user's Function may)
+struct Tee : autograd::Function<Tee> {
+  static inline Tensor kept;
+  static Tensor forward(autograd::Context&, const Tensor& a, const Tensor& b) { return a + b; }
+  static std::vector<Tensor> backward(autograd::Context&, const std::vector<Tensor>& g) {
+    kept = g[0];
+    return {g[0], g[0]};
+  }
+};
+
+// the leaves' gradients of loss(), with or without a watching op hook (under a debug tool
+// the engine sums contributions through add(), else in place where it may)
+std::vector<Tensor> leaf_grads(const std::function<Tensor(const std::vector<Tensor>&)>& loss,
+                               const std::vector<Tensor>& leaves, bool watched) {
+  std::vector<Tensor> xs;
+  for (const Tensor& l : leaves) xs.push_back(l.detach().clone().requires_grad_());
+  std::optional<debug::HookHandle> hook;
+  if (watched) hook.emplace(debug::add_op_hook([](const debug::OpRecord&) {}));
+  loss(xs).backward();
+  if (hook) hook->remove();  // (a handle does not remove its hook when it goes)
+  std::vector<Tensor> gs;
+  for (const Tensor& x : xs) gs.push_back(x.grad());
+  return gs;
+}
+}  // namespace
+
+TEST_CASE("gradients summed in backward: in place, the bits of add(), and never into a tensor held elsewhere",
+          "[autograd][accumulate]") {
+  manual_seed(7);
+  for (DType dt : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dt));
+    // DenseNet's pattern: every layer reads the concatenation of all before it, so each
+    // feature's gradient is the sum of one slice per later layer; plus a tensor used 5 times
+    Tensor x0 = randn({2, 3, 4, 4}, {.dtype = dt}), w = randn({1, 12, 1, 1}, {.dtype = dt});
+    auto dense = [](const std::vector<Tensor>& in) {
+      std::vector<Tensor> feats{in[0]};
+      for (int i = 0; i < 3; ++i) {
+        Tensor c = cat(feats, 1);
+        Tensor wi = in[1].narrow(1, 0, c.size(1)).sum(1, true);
+        feats.push_back(tanh(c.narrow(1, 0, 3) * wi + c.narrow(1, c.size(1) - 3, 3)));
+      }
+      Tensor h = feats.back() * 0.5, s = h.sin();
+      return (s * h + h.exp() + h * h * h + cat(feats, 1).square().sum(1, true) * h).sum();
+    };
+    std::vector<Tensor> plain = leaf_grads(dense, {x0, w}, false), watched = leaf_grads(dense, {x0, w}, true);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      REQUIRE(plain[i].dtype() == dt);
+      CHECK(std::memcmp(plain[i].contiguous().data_ptr(), watched[i].contiguous().data_ptr(),
+                        size_t(plain[i].numel()) * plain[i].element_size()) == 0);
+    }
+    // the values: x used three times, d/dx (2x + 3x + x^2) = 5 + 2x
+    Tensor x = tensor({1.0, -2.0, 0.5}, {.dtype = dt}).requires_grad_();
+    ((x * 2.0).sum() + (x * 3.0).sum() + (x * x).sum()).backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{7.0, 1.0, 6.0});
+  }
+  SECTION("root gradients the caller holds are read, never written") {
+    Tensor x = tensor({1.0, 2.0}).requires_grad_();
+    Tensor y = x * 3.0;
+    Tensor g1 = tensor({1.0, 1.0}), g2 = tensor({10.0, 20.0});
+    autograd::backward({y, y, y}, {g1, g2, g2});
+    CHECK(g1.to_vector<float>() == std::vector<float>{1, 1});
+    CHECK(g2.to_vector<float>() == std::vector<float>{10, 20});
+    CHECK(x.grad().to_vector<float>() == std::vector<float>{63, 123});
+  }
+  SECTION("a rule's gradient given to two inputs, and kept by the rule, stays whole everywhere") {
+    // Tee's backward hands its incoming gradient itself to both inputs and keeps a handle on
+    // it; a's slot takes it first, then more contributions, while b's slot and `kept` hold
+    // the same tensor (without the ownership check: x.grad() 42.5, 55 and kept 8.5, 11)
+    Tensor x = tensor({1.0, 2.0}).requires_grad_(), c = tensor({0.5, -1.0});
+    Tensor a = x * 2.0, b = x * 3.0;
+    Tee::kept = Tensor();
+    ((Tee::apply(a, b) * c).sum() + (a * 4.0).sum() + (a * a).sum()).backward();
+    // d/dx = 2 (4 + 2a + c) + 3c = 8 + 8x + 5c
+    CHECK(x.grad().to_vector<float>() == std::vector<float>{18.5f, 19.0f});
+    CHECK(Tee::kept.to_vector<float>() == std::vector<float>{0.5f, -1.0f});
+    Tee::kept = Tensor();
+  }
 }
