@@ -21,24 +21,26 @@ struct BySeq {
   bool operator()(const Node* a, const Node* b) const { return a->seq < b->seq; }
 };
 
-// A slot the pass alone holds (no other handle, no view of its storage: not a hook's
-// capture, a retained .grad, or another input's gradient from the same rule), laid out as
-// g, takes g in place, as PyTorch's InputBuffer does: no new buffer per contribution
-// (DenseNet's concatenations give hundreds a step). The same kernel as add(), so the same
-// bits, and the layout add() would have given, so the rules downstream take the same
-// paths. Under a debug tool (op hooks, anomaly mode, the profiler) add() runs as before,
-// so the tools see the op with its inputs intact.
-bool sole_owner_like(const Tensor& slot, const Tensor& g) {
-  return !grad_enabled() && !debug_tools_on() && slot.impl()->refs.load() == 1 && slot.storage()->refs.load() == 1 &&
-         slot.dtype() == g.dtype() && slot.device() == g.device() && slot.shape() == g.shape() &&
-         slot.strides() == g.strides() && (slot.is_contiguous() || is_channels_last(slot.shape(), slot.strides()));
+// Whether `t` is the only handle on its buffer: no other Tensor, no view of its storage
+// (not a hook's capture, a retained .grad, another input's gradient from the same rule).
+bool only_handle(const Tensor& t) { return t.impl()->refs.load() == 1 && t.storage()->refs.load() == 1; }
+
+// A slot the pass alone holds, laid out as g, takes g in place, as PyTorch's InputBuffer
+// does: no new buffer per contribution (DenseNet's concatenations give hundreds a step).
+// The same kernel as add(), so the same bits, and the layout add() would have given, so
+// the rules downstream take the same paths. Under a debug tool (op hooks, anomaly mode,
+// the profiler) add() runs as before, so the tools see the op with its inputs intact.
+bool add_in_place(const Tensor& slot, const Tensor& g) {
+  return !grad_enabled() && !debug_tools_on() && only_handle(slot) && slot.dtype() == g.dtype() &&
+         slot.device() == g.device() && slot.strides() == g.strides() &&
+         (slot.is_contiguous() || is_channels_last(slot.shape(), slot.strides()));
 }
 
 // Adds g into slot (taking it when the slot is empty).
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!slot.defined()) {
     slot = g;
-  } else if (sole_owner_like(slot, g)) {
+  } else if (add_in_place(slot, g)) {  // (the engine checked g's shape against the input's)
     if (slot.numel()) backend_of(slot).binary(BinaryOp::add, slot, slot, g);
   } else {
     slot = add(slot, g);
@@ -55,8 +57,7 @@ struct Capture {
 void accumulate_into_leaf(TensorImpl* leaf, const Tensor& g) {
   if (!leaf->grad) {
     // Take g when nothing else holds it; else copy, so .grad() never aliases another tensor.
-    bool sole = g.impl()->refs.load() == 1 && !g.grad_fn() && g.is_contiguous() && g.offset() == 0 &&
-                g.storage()->refs.load() == 1 && g.dtype() == leaf->dtype;
+    bool sole = only_handle(g) && !g.grad_fn() && g.is_contiguous() && g.offset() == 0 && g.dtype() == leaf->dtype;
     Tensor own = sole ? g : cast(g, leaf->dtype).clone();
     leaf->grad = Ref<TensorImpl>(own.impl());
   } else {

@@ -216,6 +216,28 @@ TEST_CASE("gradients summed in backward: in place, the bits of add(), and never 
     ((x * 2.0).sum() + (x * 3.0).sum() + (x * x).sum()).backward();
     CHECK(x.grad().to_vector<double>() == std::vector<double>{7.0, 1.0, 6.0});
   }
+  SECTION("inf, NaN and empty gradients sum as add() sums them") {
+    // h is used three times: d/dx = c + flip(c) + 3, with c holding inf, -inf and NaN
+    const double inf = INFINITY, nan = NAN;
+    Tensor c = tensor({inf, -inf, nan, 2.0});
+    auto uses = [&](const std::vector<Tensor>& in) {
+      Tensor h = in[0] * 1.0;
+      return (h * c).sum() + (h * c.flip({0})).sum() + (h * 3.0).sum();
+    };
+    std::vector<Tensor> plain = leaf_grads(uses, {tensor({1.0, -2.0, 0.0, 3.0})}, false),
+                        watched = leaf_grads(uses, {tensor({1.0, -2.0, 0.0, 3.0})}, true);
+    CHECK(std::memcmp(plain[0].data_ptr(), watched[0].data_ptr(), 4 * sizeof(float)) == 0);
+    std::vector<float> g = plain[0].to_vector<float>();
+    CHECK(g[0] == INFINITY);   // inf + 2 + 3
+    CHECK(std::isnan(g[1]));   // -inf + NaN
+    CHECK(std::isnan(g[2]));   // NaN + -inf
+    CHECK(g[3] == INFINITY);   // 2 + inf + 3
+    auto empty_uses = [](const std::vector<Tensor>& in) {
+      Tensor h = in[0] * 1.0;
+      return (h * 2.0).sum() + (h * 3.0).sum() + h.sum();
+    };
+    CHECK(leaf_grads(empty_uses, {empty({0, 3})}, false)[0].shape() == Dims{0, 3});
+  }
   SECTION("root gradients the caller holds are read, never written") {
     Tensor x = tensor({1.0, 2.0}).requires_grad_();
     Tensor y = x * 3.0;
