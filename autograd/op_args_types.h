@@ -9,6 +9,7 @@
 //   max_pool2d, avg_pool2d, and their _backward      PoolArgs
 //   scaled_dot_product_attention                     AttentionParams (tensor/backend.h)
 //   rnn_layer                                        RnnLayerArgs
+//   rnn_tanh, rnn_relu, lstm, gru (the whole stack)  RnnStackArgs
 //   batch_norm, batch_norm_relu (+ its blocked form) BatchNormArgs
 //   layer_norm                                       LayerNormArgs
 //   softmax, log_softmax                             SoftmaxArgs
@@ -73,6 +74,25 @@ struct RnnLayerArgs : RnnParams {
     f("reverse", reverse);
     f("bias", bias);
     f("bf16", bf16);
+  }
+};
+
+// rnn_tanh, rnn_relu, lstm, gru: rnn()'s one entry for the whole stack where the backend ran
+// it in one call (rnn_stack_forward; else the rnn_layer entries carry RnnLayerArgs)
+struct RnnStackArgs : RnnStackParams {
+  static constexpr const char* type_name = "RnnStackArgs";
+  template <class F>
+  void fields(F&& f) const {
+    f("mode", rnn_mode_name(mode));
+    f("layers", layers);
+    f("directions", directions);
+    f("T", T);
+    f("B", B);
+    f("I", I);
+    f("H", H);
+    f("bias", bias);
+    f("batch_first", batch_first);
+    f("dropout", dropout);
   }
 };
 

@@ -1,7 +1,9 @@
 // Recurrent layers. rnn_layer: one layer, one direction, the whole sequence in one
 // backend call (oneDNN's / cuDNN's RNN primitives, the loops for f64) and its
 // backward rule in one more. rnn: PyTorch's nn.RNN/LSTM/GRU forward composed from
-// rnn_layer with recorded view, index and join ops, so its own gradient needs no rule.
+// rnn_layer with recorded view, index and join ops, so its own gradient needs no rule; or,
+// where the backend serves it (Backend::rnn_stack_forward: cuDNN under REEL_CUDNN_RNN=stack),
+// every layer and direction in one backend call, one tape entry and one backward call.
 // Shapes: x [T, B, I], h0/c0 [B, H], w_ih [G H, I], w_hh [G H, H], b [G H]
 //   -> y [T, B, H], h_n/c_n [B, H]; G = 1 (RNN), 4 (LSTM), 3 (GRU).
 #include "ops_rnn.h"
@@ -244,6 +246,99 @@ RnnLayerResult run_direction(RnnMode mode, const Tensor& x, const Tensor& h0, co
   return r;
 }
 
+// The whole stack in one backend call: x [T, B, I] ([B, T, I] batch_first), h0/c0 [L D, B, H]
+// -> y [T, B, D H], h_n/c_n [L D, B, H], every layer and direction at once (cuDNN's
+// multi-layer bidirectional RNN under REEL_CUDNN_RNN=stack); backward: the same backend's
+// gradients of all inputs in one more call. False, with nothing recorded, where the backend
+// declines or the inputs are not regular (then the per-layer path runs, and reports them).
+void rnn_stack_grads(Node& n, const Grads& g, Grads& gi) {
+  if (grad_enabled())
+    fail(n.op, "a create_graph backward (second derivatives) through a recurrent layer is not supported; "
+               "its backward is one fused kernel", n.site);
+  const RnnStackParams& p = n.args<RnnStackArgs>();
+  const bool lstm = p.mode == RnnMode::lstm;
+  Tensor x = n.saved_tensor(0), h0 = n.saved_tensor(1), c0 = n.saved_tensor(2), y = n.saved_tensor(3),
+         hy = n.saved_tensor(4), cy = n.saved_tensor(5);
+  RnnStackState st{n.saved_tensor(6), n.saved_tensor(7), n.saved_tensor(8)};
+  const Tensor lengths = n.saved_tensor(9);
+  auto grad_or_zeros = [&](size_t i, const Tensor& out) {
+    if (i < g.size() && g[i].defined()) return g[i].contiguous();
+    Tensor z = new_like(out);
+    backend_of(out).fill(z, 0);
+    return z;
+  };
+  Tensor gy = grad_or_zeros(0, y), ghy = grad_or_zeros(1, hy), gcy = lstm ? grad_or_zeros(2, cy) : Tensor();
+  Tensor gx = new_like(x), ghx = new_like(h0), gcx = lstm ? new_like(c0) : Tensor();
+  std::vector<Tensor> gw;
+  for (size_t i = 10; i < n.saved.size(); ++i) gw.push_back(new_like(n.saved_tensor(i)));
+  if (!backend_of(x).rnn_stack_backward(p, gx, ghx, gcx, gw, gy, ghy, gcy, x, h0, c0, y, lengths, st))
+    fail(n.op, fmt::format("the {} backend ran this stack's forward but refused its backward", x.device().str()),
+         n.site);
+  gw.insert(gw.begin(), {gx, ghx, gcx});
+  for (size_t i = 0; i < gw.size(); ++i)
+    if (n.needs_grad(i)) gi[i] = gw[i];
+}
+
+// h0_in, c0_in: [L D, B, H] as rnn() made them (B = 1 for an unbatched x_in)
+bool run_stack(const OpScope& op, const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in,
+               const std::vector<RnnLayerWeights>& weights, const RnnOptions& opt, const std::vector<int64_t>& len,
+               RnnResult& out) {
+  const bool lstm = opt.mode == RnnMode::lstm, batch_first = opt.batch_first && x_in.dim() == 3;
+  const int64_t L = opt.num_layers, D = opt.bidirectional ? 2 : 1, G = rnn_gates(opt.mode);
+  const Tensor x = dense(x_in.dim() == 2 ? x_in.unsqueeze(1) : x_in), h0 = dense(h0_in), c0 = dense(c0_in);
+  const int64_t T = x.size(batch_first ? 1 : 0), B = x.size(batch_first ? 0 : 1), I = x.size(2),
+                H = weights[0].w_hh.size(1);
+  const DType dt = x.dtype();
+  auto regular = [&](const Tensor& t, const Dims& shape) {
+    return t.defined() && t.dtype() == dt && t.device() == x.device() && t.shape() == shape;
+  };
+  const bool bias = weights[0].b_ih.defined();
+  if ((dt != DType::f32 && dt != DType::f64) || bf16_layer(x) || T < 1 || B < 1 || H < 1 ||
+      !regular(h0, {L * D, B, H}) || (lstm && !regular(c0, {L * D, B, H})))
+    return false;
+  std::vector<Tensor> w;
+  for (int64_t k = 0; k < L * D; ++k) {
+    const RnnLayerWeights& lw = weights[size_t(k)];
+    const int64_t in = k < D ? I : D * H;
+    if (!regular(lw.w_ih, {G * H, in}) || !regular(lw.w_hh, {G * H, H}) || lw.b_ih.defined() != bias ||
+        lw.b_hh.defined() != bias || (bias && (!regular(lw.b_ih, {G * H}) || !regular(lw.b_hh, {G * H}))))
+      return false;
+    w.push_back(dense(lw.w_ih));
+    w.push_back(dense(lw.w_hh));
+    if (bias) w.push_back(dense(lw.b_ih)), w.push_back(dense(lw.b_hh));
+  }
+  std::vector<const Tensor*> ins{&x, &h0, &c0};
+  for (const Tensor& t : w) ins.push_back(&t);
+  RnnStackParams p{.mode = opt.mode, .layers = L, .directions = D, .T = T, .B = B, .I = I, .H = H, .bias = bias,
+                   .batch_first = batch_first, .training = false, .dropout = opt.training ? opt.dropout : 0};
+  if (grad_enabled())
+    for (const Tensor* t : ins) p.training = p.training || (t->defined() && t->requires_grad());
+  Tensor lengths;
+  if (!len.empty()) {
+    std::vector<int32_t> l32(len.begin(), len.end());
+    lengths = from_vector(l32);
+  }
+  const Device dev = x.device();
+  Tensor y = new_tensor(batch_first ? Dims{B, T, D * H} : Dims{T, B, D * H}, dt, dev),
+         hy = new_tensor({L * D, B, H}, dt, dev), cy = lstm ? new_tensor({L * D, B, H}, dt, dev) : Tensor();
+  RnnStackState st;
+  if (!backend_of(x).rnn_stack_forward(p, y, hy, cy, st, x, h0, c0, w, lengths)) return false;
+  std::vector<Tensor*> outs{&y, &hy};
+  if (lstm) outs.push_back(&cy);
+  Node* n = record(op, rnn_stack_grads, ins, outs);
+  if (n) {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &h0, &c0, &y, &hy, &cy, &st.workspace, &st.weights,
+                                                                &st.lengths, &lengths})
+      n->save(*t);
+    for (const Tensor& t : w) n->save(t);  // by version: an in-place write before backward is an error
+  }
+  keep_args(op, n, RnnStackArgs{p});
+  const bool unbatched = x_in.dim() == 2;
+  out = {unbatched ? y.squeeze(1) : y, unbatched ? hy.squeeze(1) : hy,
+         lstm && unbatched ? cy.squeeze(1) : cy};
+  return true;
+}
+
 }  // namespace
 
 RnnResult rnn(const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in, const std::vector<RnnLayerWeights>& weights,
@@ -300,6 +395,10 @@ RnnResult rnn(const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in, cons
                                 T, x_in.shape().str(), T, b, len[size_t(b)]), op.site);
     if (std::all_of(len.begin(), len.end(), [&](int64_t l) { return l == T; })) len.clear();
   }
+  // the whole stack in one backend call where the backend serves it (REEL_CUDNN_RNN=stack)
+  RnnResult whole;
+  if (run_stack(op, x_in, h0, c0, weights, opt, len, whole))
+    return whole;
 
   std::vector<Tensor> hs, cs;
   Tensor layer_in = x;

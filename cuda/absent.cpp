@@ -12,6 +12,7 @@ constexpr const char* kReason = "no CUDA device: this build of reel has no CUDA 
   throw Error(fmt::format("{}: cuda:{}: {}", op, device, kReason));
 }
 bool g_allow_tf32 = false;  // kept so that allow_tf32() returns what was set
+CudnnRnn g_cudnn_rnn = CudnnRnn::layers;  // likewise: no cuDNN here, nothing reads it
 }  // namespace
 
 bool is_available() { return false; }
@@ -26,6 +27,9 @@ void reset_peak_memory_stats(int device) { absent("reset_peak_memory_stats", dev
 void empty_cache(int device) { absent("empty_cache", device); }
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }
+void set_cudnn_rnn(CudnnRnn path) { g_cudnn_rnn = path; }
+CudnnRnn cudnn_rnn() { return g_cudnn_rnn; }
+uint64_t rnn_stack_packs() { return 0; }
 Tensor pinned_empty(const Dims& shape, DType dtype) { return empty(shape, {.dtype = dtype}); }
 bool is_pinned(const Tensor&) { return false; }
 

@@ -83,6 +83,19 @@ void empty_cache(int device = 0);
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 
+// The cuDNN path of multi-layer recurrent modules (nn::RNN/GRU/LSTM, rnn()): `layers` (the
+// default: one cuDNN call per layer and direction) or `stack` (every layer and direction in
+// one call, the weights packed once per optimizer step; not yet measured, docs/cuda.md,
+// "Switches"). REEL_CUDNN_RNN=layers|stack chooses it at the first recurrent call;
+// set_cudnn_rnn() overrides that from then on (tests run both paths in one process).
+// cudnn_rnn() throws Error when REEL_CUDNN_RNN holds another value.
+enum class CudnnRnn { layers, stack };
+void set_cudnn_rnn(CudnnRnn path);
+CudnnRnn cudnn_rnn();
+// Times the stack path wrote weights into cuDNN's weight space, over all devices: once per
+// optimizer step in a training loop (a forward whose weights did not change reuses them).
+uint64_t rnn_stack_packs();
+
 // A CPU tensor in page-locked (pinned) host memory: its copy to a GPU is asynchronous.
 // Reusing the memory is safe: a freed block is handed out again only after the copies
 // that read it have finished. Without CUDA it is an ordinary CPU tensor.

@@ -21,6 +21,7 @@
 namespace reel::cuda {
 
 namespace {
+std::atomic<uint64_t> g_replays{0};
 constexpr size_t kMaxCapturedOptims = 64;  // optimizer launches per graph (one per device, group and 320 tensors)
 
 // Blocks whose release waited for the capture to end: the graph is gone (failed capture or teardown).
@@ -40,6 +41,8 @@ void keep_dead(std::unique_ptr<CaptureState> cs) {
   kept->push_back(std::move(cs));
 }
 }  // namespace
+
+uint64_t graph_replay_count() { return g_replays.load(std::memory_order_relaxed); }
 
 bool stream_capturing(Context& ctx) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
@@ -282,6 +285,7 @@ void Graph::replay() {
     for (const auto& held : st.cs->persistent) check(cudaFreeAsync(held.first, ctx.stream), op, "cudaFreeAsync");
   }
   check(cudaGraphLaunch(st.exec, ctx.stream), op, "cudaGraphLaunch");
+  g_replays.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(ctx.graph_mu);
     st.cs->launched = true;

@@ -96,6 +96,24 @@ struct RnnParams {
   bool training = true;  // keep the workspace backward reads
 };
 
+// The whole stack of recurrent layers, every layer and both directions, in one backend call
+// (cuda/rnn_stack.cpp: one cudnnRNNForward; autograd/ops_rnn.cpp's rnn() asks for it first
+// and composes the stack from the per-layer calls above where a backend declines).
+struct RnnStackParams {
+  RnnMode mode = RnnMode::rnn_tanh;
+  int64_t layers = 1, directions = 1;  // directions 2: bidirectional
+  int64_t T = 0, B = 0, I = 0, H = 0;
+  bool bias = true;
+  bool batch_first = false;  // x [B, T, I] and y [B, T, D H] instead of [T, B, ...]
+  bool training = true;      // keep what backward reads
+  double dropout = 0;        // between layers: the module's in training, 0 in eval (a backend may decline it)
+};
+// What a whole-stack forward leaves for its backward, opaque to the caller (cuDNN: its
+// reserve space, the packed weights the forward read, the sequence lengths on the device).
+struct RnnStackState {
+  Tensor workspace, weights, lengths;
+};
+
 // One optimizer step over many parameters, fused: the hyper-parameters of one
 // step of optim/ (bias corrections already folded in by the caller).
 struct OptimStep {
@@ -318,6 +336,33 @@ class Backend {
                             const Tensor& hx, const Tensor& cx, const Tensor& w_ih, const Tensor& w_hh,
                             const Tensor& b_ih, const Tensor& b_hh, const Tensor& y, const Tensor& hy,
                             const Tensor& cy, const Tensor& workspace) = 0;
+
+  // ---- the whole stack (RnnStackParams above). x [T, B, I] ([B, T, I] batch_first), hx/cx
+  // [L D, B, H] (cx: LSTM only), all contiguous; weights: per layer-direction k = l D + d,
+  // in that order, w_ih [G H, in_l] (in_0 = I, else D H), w_hh [G H, H], then b_ih, b_hh
+  // [G H] when p.bias, contiguous, x's dtype; lengths: undefined (every sequence T steps) or
+  // i32 [B] on the CPU, each in [1, T]. Writes y [T, B, D H] ([B, T, D H] batch_first; the
+  // forward direction's features first, zero past each sequence's end) and hy/cy [L D, B, H]
+  // (each sequence's states after its last step; the reverse direction's after step 0), and
+  // fills `state` for the backward when p.training. Returns false, having written nothing,
+  // where this backend does not serve p: the caller composes the stack from rnn_forward.
+  virtual bool rnn_stack_forward(const RnnStackParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
+                                 RnnStackState& state, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                                 const std::vector<Tensor>& weights, const Tensor& lengths) {
+    (void)p, (void)y, (void)hy, (void)cy, (void)state, (void)x, (void)hx, (void)cx, (void)weights, (void)lengths;
+    return false;
+  }
+  // Every gradient of a stack this backend's rnn_stack_forward ran: gx like x, ghx/gcx like
+  // hx/cx, gweights like weights, from gy, ghy, gcy (zeros where none came) and the forward's
+  // tensors, lengths and state. False, having written nothing, where it ran no such forward.
+  virtual bool rnn_stack_backward(const RnnStackParams& p, const Tensor& gx, const Tensor& ghx, const Tensor& gcx,
+                                  const std::vector<Tensor>& gweights, const Tensor& gy, const Tensor& ghy,
+                                  const Tensor& gcy, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                                  const Tensor& y, const Tensor& lengths, const RnnStackState& state) {
+    (void)p, (void)gx, (void)ghx, (void)gcx, (void)gweights, (void)gy, (void)ghy, (void)gcy, (void)x, (void)hx,
+        (void)cx, (void)y, (void)lengths, (void)state;
+    return false;
+  }
 
   // ---- attention (AttentionParams above). q [BH, L, E], k [BH, S, E], v [BH, S, Ev],
   // out [BH, L, Ev], lse [BH, L] (q's dtype), all contiguous. mask: undefined, or bool

@@ -432,6 +432,19 @@ class LowPrecisionBackend : public Backend {
                    s.in(b_hh), s.in(y), s.in(hy), s.in(cy), ws);
     s.finish();
   }
+  // the whole stack: float and double only (rnn() asks for no other dtype), straight through
+  bool rnn_stack_forward(const RnnStackParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
+                         RnnStackState& state, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                         const std::vector<Tensor>& weights, const Tensor& lengths) override {
+    if (low_precision::any_low(y, hy, cy, x, hx, cx) || low_precision::any_low(weights)) return false;
+    return k.rnn_stack_forward(p, y, hy, cy, state, x, hx, cx, weights, lengths);
+  }
+  bool rnn_stack_backward(const RnnStackParams& p, const Tensor& gx, const Tensor& ghx, const Tensor& gcx,
+                          const std::vector<Tensor>& gweights, const Tensor& gy, const Tensor& ghy, const Tensor& gcy,
+                          const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& y, const Tensor& lengths,
+                          const RnnStackState& state) override {
+    return k.rnn_stack_backward(p, gx, ghx, gcx, gweights, gy, ghy, gcy, x, hx, cx, y, lengths, state);
+  }
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_, const Tensor& v,
                          const Tensor& mask, const Tensor& mask_offsets, const AttentionParams& p) override {
     if (!low_precision::any_low(out, lse, q, k_, v, mask)) return k.attention_forward(out, lse, q, k_, v, mask, mask_offsets, p);

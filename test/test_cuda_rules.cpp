@@ -1,7 +1,8 @@
 // The CUDA backend's decisions that need no GPU (cuda/internal/decide.h, arg_reduce.h),
 // checked on any machine: argmax/argmin's start value, library version compatibility,
 // cuBLASLt and cuDNN fallbacks, the algorithm search's workspace budget, cuDNN's
-// descriptor limits, REEL_CUDA_SYNC. The decide.h part needs the CUDA headers: CUDA builds.
+// descriptor limits, REEL_CUDA_SYNC; the whole-stack RNN's switch, fallbacks, weight layout
+// and repacking rule. The decide.h part needs the CUDA headers: CUDA builds.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "../cuda/internal/arg_reduce.h"
+#include "../cuda/internal/rnn_stack.h"
 
 namespace ar = reel::cuda::arg_reduce;
 
@@ -43,6 +45,136 @@ TEST_CASE("argmax/argmin on CUDA start from a value every element beats, ties in
     CHECK(fold<int64_t, true>({std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::min()}, lanes) == 0);
     CHECK(fold<int32_t, false>({7, std::numeric_limits<int32_t>::max(), 7}, lanes) == 0);
   }
+}
+
+// ---- the whole-stack cuDNN RNN (cuda/internal/rnn_stack.h: no CUDA header, every build)
+namespace rs = reel::cuda::rnn_stack;
+
+TEST_CASE("REEL_CUDNN_RNN takes layers or stack, else an error naming it and the value", "[cuda][rules][rnn]") {
+  CHECK(rs::path_from_env(nullptr) == rs::Path::layers);
+  CHECK(rs::path_from_env("") == rs::Path::layers);
+  CHECK(rs::path_from_env("layers") == rs::Path::layers);
+  CHECK(rs::path_from_env("stack") == rs::Path::stack);
+  CHECK(rs::path_from_env("Stack") == rs::Path::invalid);
+  CHECK(rs::path_from_env("1") == rs::Path::invalid);
+  CHECK(rs::invalid_path_message("fast") == "rnn: REEL_CUDNN_RNN must be layers or stack, got \"fast\"");
+}
+
+TEST_CASE("the whole-stack RNN serves float stacks without dropout between layers in training",
+          "[cuda][rules][rnn]") {
+  const rs::Config base{.layers = 2, .directions = 2, .T = 50, .B = 64, .I = 125, .H = 100};
+  CHECK(rs::refusal(base) == "");
+  rs::Config c = base;
+  c.dropout = 0.2;  // cuDNN's generator would draw the masks
+  CHECK(rs::refusal(c) == "dropout between layers in training draws from cuDNN's generator, not reel's");
+  c.layers = 1;  // one layer: no dropout between layers, nothing to draw
+  CHECK(rs::refusal(c) == "");
+  c = base;
+  c.float_type = false;  // bf16 or f16
+  CHECK(rs::refusal(c) == "only float32 and float64 inputs");
+  c = base;
+  c.T = int64_t(1) << 31;
+  CHECK(rs::refusal(c) == "a size over cuDNN's int limit");
+  c.T = (int64_t(1) << 31) - 1;
+  CHECK(rs::refusal(c) == "");
+  CHECK(rs::layer_input_size(0, 125, 2, 100) == 125);
+  CHECK(rs::layer_input_size(1, 125, 2, 100) == 200);  // both directions of layer 0
+  CHECK(rs::layer_input_size(3, 125, 1, 100) == 100);
+}
+
+TEST_CASE("PyTorch's RNN parameters map to cuDNN's pseudo-layers, linear layers and offsets", "[cuda][rules][rnn]") {
+  CHECK(rs::param_name(1, 1, rs::Kind::w_ih) == "weight_ih_l1_reverse");
+  CHECK(rs::param_name(0, 0, rs::Kind::b_hh) == "bias_hh_l0");
+  // GRU (G = 3), 2 layers, bidirectional, I = 5, H = 4: per pseudo-layer the matrices of
+  // linLayerID 0..5, then their biases; layer 1 reads 2 H = 8 features
+  rs::Layout g = rs::layout(3, 2, 2, 5, 4, true);
+  REQUIRE(g.slots.size() == 16);
+  CHECK(g.gates == 3);
+  struct Want {
+    const char* name;
+    int64_t pseudo, first_id, offset, numel;
+    bool bias;
+  };
+  const Want want[16] = {
+      {"weight_ih_l0", 0, 0, 0, 60, false},           {"weight_hh_l0", 0, 3, 60, 48, false},
+      {"bias_ih_l0", 0, 0, 108, 12, true},            {"bias_hh_l0", 0, 3, 120, 12, true},
+      {"weight_ih_l0_reverse", 1, 0, 132, 60, false}, {"weight_hh_l0_reverse", 1, 3, 192, 48, false},
+      {"bias_ih_l0_reverse", 1, 0, 240, 12, true},    {"bias_hh_l0_reverse", 1, 3, 252, 12, true},
+      {"weight_ih_l1", 2, 0, 264, 96, false},         {"weight_hh_l1", 2, 3, 360, 48, false},
+      {"bias_ih_l1", 2, 0, 408, 12, true},            {"bias_hh_l1", 2, 3, 420, 12, true},
+      {"weight_ih_l1_reverse", 3, 0, 432, 96, false}, {"weight_hh_l1_reverse", 3, 3, 528, 48, false},
+      {"bias_ih_l1_reverse", 3, 0, 576, 12, true},    {"bias_hh_l1_reverse", 3, 3, 588, 12, true}};
+  for (size_t i = 0; i < 16; ++i) {
+    INFO("slot " << i);
+    CHECK(g.slots[i].name == want[i].name);
+    CHECK(g.slots[i].pseudo_layer == want[i].pseudo);
+    CHECK(g.slots[i].first_id == want[i].first_id);
+    CHECK(g.slots[i].offset == want[i].offset);
+    CHECK(g.slots[i].numel == want[i].numel);
+    CHECK(g.slots[i].bias == want[i].bias);
+  }
+  CHECK(g.elements == 600);  // PyTorch's parameter count: 2 (3 4 (5 + 4) + 24) + 2 (3 4 (8 + 4) + 24)
+  // gates: the n gate's recurrent matrix (linLayerID 5) two [4, 4] blocks into weight_hh_l0
+  CHECK(rs::gate_offset(g.slots[1], 2) == 60 + 2 * 16);
+  CHECK(rs::gate_offset(g.slots[15], 1) == 588 + 4);
+  // LSTM (i f g o), one layer, no bias: two matrices only
+  rs::Layout l = rs::layout(4, 1, 1, 3, 2, false);
+  REQUIRE(l.slots.size() == 2);
+  CHECK(l.slots[1].name == "weight_hh_l0");
+  CHECK(l.slots[1].first_id == 4);
+  CHECK(l.slots[1].offset == 24);
+  CHECK(l.elements == 40);
+  CHECK(rs::gate_offset(l.slots[0], 3) == 18);  // the o gate's [2, 3] block
+  // a plain RNN: one gate, linLayerIDs 0 (input) and 1 (recurrent)
+  rs::Layout r = rs::layout(1, 3, 1, 7, 6, true);
+  CHECK(r.slots.size() == 12);
+  CHECK(r.slots[5].name == "weight_hh_l1");
+  CHECK(r.slots[5].first_id == 1);
+  CHECK(r.slots[5].offset == (42 + 36 + 12) + 36);  // layer 1 reads 6 features
+  CHECK(r.elements == 3 * (42 + 36 + 12) - 2 * 6);  // layer 0 reads [6, 7], layers 1 and 2 [6, 6]
+}
+
+TEST_CASE("a weight space laid out otherwise than expected is an error naming both sides", "[cuda][rules][rnn]") {
+  rs::Layout g = rs::layout(3, 2, 2, 5, 4, true);
+  CHECK(rs::offset_problem(g.slots[1], 2, 92) == "");
+  CHECK(rs::offset_problem(g.slots[1], 2, 100) ==
+        "rnn: cuDNN's weight space puts weight_hh_l0 gate 2 (pseudoLayer 0, linLayerID 5, matrix) at element 100, "
+        "reel's layout expects element 92: this cuDNN packs weights differently; run with REEL_CUDNN_RNN=layers");
+  CHECK_THAT(rs::offset_problem(g.slots[14], 0, -1),
+             Catch::Contains("bias_ih_l1_reverse gate 0 (pseudoLayer 3, linLayerID 0, bias) at element -1") &&
+                 Catch::Contains("expects element 576"));
+  CHECK(rs::size_problem(600, 600) == "");
+  CHECK(rs::size_problem(608, 600) ==
+        "rnn: cuDNN's weight space holds 608 elements, reel's layout expects 600: this cuDNN packs weights "
+        "differently; run with REEL_CUDNN_RNN=layers");
+}
+
+TEST_CASE("the packed weight space is rewritten only when a weight changed", "[cuda][rules][rnn]") {
+  int a = 0, b = 0;  // two storages, by address
+  const std::vector<rs::Stamp> packed{{&a, 0, 60, 3}, {&a, 60, 48, 3}, {&b, 0, 12, 7}};
+  std::vector<rs::Stamp> now = packed;
+  CHECK(rs::same_weights(packed, now));
+  CHECK_FALSE(rs::must_repack(packed, now, 5, 5));  // a second forward before any step
+  now[2].version = 8;                                // an optimizer step, copy_, load_state_dict
+  CHECK(rs::same_weights(packed, now));
+  CHECK(rs::must_repack(packed, now, 5, 5));
+  CHECK_FALSE(rs::must_repack(now, now, 5, 5));  // packed again: reused until the next step
+  CHECK(rs::must_repack(now, now, 5, 6));        // a graph replay's step bumps no version
+  now = packed;
+  now[1].offset = 61;  // another view of the same storage
+  CHECK_FALSE(rs::same_weights(packed, now));
+  CHECK(rs::must_repack(packed, now, 5, 5));
+  now = packed;
+  now[0].storage = &b;  // another tensor
+  CHECK(rs::must_repack(packed, now, 5, 5));
+  now = packed;
+  now[2].numel = 24;
+  CHECK(rs::must_repack(packed, now, 5, 5));
+  now = packed;
+  now.pop_back();  // a stack without bias
+  CHECK_FALSE(rs::same_weights(packed, now));
+  CHECK(rs::must_repack(packed, now, 5, 5));
+  CHECK(rs::must_repack({}, packed, 0, 0));  // nothing packed yet
 }
 
 #if REEL_HAS_CUDA

@@ -16,6 +16,8 @@
 //   index.cu         index_select, index_add, gather, scatter_add, scatter
 //   sort.cu          sort (CUB segmented radix sort), cumulative (running sums and products)
 //   optim.cu         the fused multi-tensor optimizer step; GradScaler's unscale and scale update
+//   rnn.cpp          recurrent layers, one cuDNN call per layer and direction
+//   rnn_stack.cpp    the whole stack in one cuDNN call (REEL_CUDNN_RNN=stack)
 //   attention.cu     scaled dot-product attention, online softmax (forward and backward)
 #pragma once
 #include <initializer_list>
@@ -88,6 +90,13 @@ class CudaBackend final : public Backend {
                     const Tensor& ghy, const Tensor& gcy, const Tensor& x, const Tensor& hx, const Tensor& cx,
                     const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh,
                     const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& workspace) override;
+  bool rnn_stack_forward(const RnnStackParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
+                         RnnStackState& state, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                         const std::vector<Tensor>& weights, const Tensor& lengths) override;
+  bool rnn_stack_backward(const RnnStackParams& p, const Tensor& gx, const Tensor& ghx, const Tensor& gcx,
+                          const std::vector<Tensor>& gweights, const Tensor& gy, const Tensor& ghy, const Tensor& gcy,
+                          const Tensor& x, const Tensor& hx, const Tensor& cx, const Tensor& y, const Tensor& lengths,
+                          const RnnStackState& state) override;
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& mask, const Tensor& mask_offsets, const AttentionParams& p) override;
   void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& go, const Tensor& q,

@@ -63,6 +63,10 @@ struct CaptureState {
 // The capture in progress on ctx's stream, or nullptr.
 inline CaptureState* active_capture(Context& ctx) { return ctx.capture.load(std::memory_order_acquire); }
 
+// Graph replays launched so far, on every device: caches of values a replay may rewrite
+// without running host code (the whole-stack RNN's packed weights) compare it.
+uint64_t graph_replay_count();
+
 // Whether work queued on ctx's stream now would be captured (also true when another
 // library began a capture on it).
 bool stream_capturing(Context& ctx);
