@@ -21,11 +21,16 @@ namespace {
 // power of two scales every rounding alike; only subnormal gradients could differ).
 // A gradient already in its slot (accumulated in place there) is divided where it is; one
 // of another dtype or device (set_grad allows it) is copied over first, as before.
-void divide_into(const Tensor& slot, const Tensor& g, int world) {
+// Buckets in shared memory take g undivided (`divide` false): their sum divides as it
+// reads each rank's copy (dist/shared_buckets.cpp), with the same bits, and a plain copy
+// is the cheaper pass.
+void fill_slot(const Tensor& slot, const Tensor& g, int world, bool divide) {
   Tensor out = slot.reshape(g.shape());
   Backend& be = backend_for(slot.device());
   const bool same = g.dtype() == slot.dtype() && g.device() == slot.device();
-  if (same && (g.device().is_cpu() || g.is_contiguous())) {  // (a gradient in its slot is contiguous)
+  if (!divide) {
+    if (!(same && g.data_ptr() == out.data_ptr() && g.strides() == out.strides())) out.copy_(g);
+  } else if (same && (g.device().is_cpu() || g.is_contiguous())) {  // (a gradient in its slot is contiguous)
     be.unary(UnaryOp::mul_scalar, out, g, 1.0 / world);
   } else {
     out.copy_(g);
@@ -183,7 +188,7 @@ void DistributedDataParallel::on_grad(size_t i) {
     Tensor slot = b.flat.narrow(0, p.offset, p.t.numel());
     // a gradient kept from the last step (no zero_grad, or zero_grad(false)) is that
     // step's view of this slot, accumulated in place: already there, divided in place
-    divide_into(slot, p.t.grad(), pg_.size());
+    fill_slot(slot, p.t.grad(), pg_.size(), !shared_);
   }
   std::unique_lock lock(mu_, std::defer_lock);
   if (progress_thread_.joinable()) lock.lock();
@@ -209,7 +214,7 @@ void DistributedDataParallel::launch(Bucket& b) {
   } else if (b.flat.device().is_cuda()) {
     pg_.all_reduce(b.flat, ReduceOp::sum);  // NCCL: queued on its stream, the host does not wait
   } else {
-    // the slots were divided on backward's thread (divide_into): the progress thread
+    // the slots were divided on backward's thread (fill_slot): the progress thread
     // runs no ops (each would start an OpenMP pool of its own)
     b.work = pg_.all_reduce_async(b.flat, ReduceOp::sum, b.label);
   }
@@ -253,7 +258,7 @@ void DistributedDataParallel::finish() {
       Param& p = params_[i];
       if (p.ready) continue;
       Tensor slot = buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel());
-      if (p.t.grad().defined()) divide_into(slot, p.t.grad(), pg_.size());  // accumulated under no_sync
+      if (p.t.grad().defined()) fill_slot(slot, p.t.grad(), pg_.size(), !shared_);  // accumulated under no_sync
       else slot.zero_();
       mark_ready(i);
     }

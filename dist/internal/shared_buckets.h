@@ -27,8 +27,10 @@ class SharedBuckets {
   SharedBuckets(const SharedBuckets&) = delete;
   SharedBuckets& operator=(const SharedBuckets&) = delete;
 
-  // This rank's bucket k (zeros at first), in the shared segment: the caller fills it, and
-  // after wait(k) it holds the ranks' sum. A view of it stays valid after this object ends.
+  // This rank's bucket k (zeros at first), in the shared segment: the caller fills it with
+  // this rank's values, undivided, and after wait(k) it holds the ranks' average, with the
+  // bits of dividing each rank's values by W first and summing them in OpenMPI's ring
+  // order. A view of it stays valid after this object ends.
   Tensor slab(size_t k) const { return slabs_[k]; }
   // This rank's bucket k holds this step's values: counts as one collective of the group
   // (its sequence number and bytes, as all_reduce_async); `what` names it after a timeout.
