@@ -3,7 +3,7 @@
 #include "tensor/tensor.h"      // Tensor, creation, random numbers (Generator, per-thread default generators)
 #include "tensor/parallel.h"    // set_num_threads, set_flush_subnormals
 #include "tensor/check.h"       // REEL_CHECK: libtorch's TORCH_CHECK for your own code
-#include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32 (every build)
+#include "cuda/cuda.h"          // cuda::is_available, memory_stats, pinned_empty, set_allow_tf32, set_cudnn_rnn (every build)
 #include "cpu/memory.h"         // cpu::memory_stats, reset_peak_memory_stats, empty_cache: the CPU allocator
 #include "autograd/autocast.h"  // AutocastGuard: mixed precision for a scope
 #include "autograd/autocast_products.h" // set_cpu_autocast_bf16_products: bf16 products only where they pay

@@ -9,6 +9,8 @@
 // --rnn-loops 1: the GRU on the loops of matrix products (cpu/rnn_loops.cpp) instead of
 // oneDNN's RNN primitive, to compare the two (JSON "rnn": "loops"). --profile 1: one step's
 // ops and their times on stderr first (with REEL_CUDA_SYNC=1 on a GPU, each op's own time).
+// On a GPU, REEL_CUDNN_RNN=stack runs the GRU through the whole-stack cuDNN path (JSON
+// "cudnn_rnn"), and the program prints how often it packed the weights (once per step).
 #include <reel/cpu/cpu_backend.h>
 
 #include "reel_bench.h"
@@ -21,6 +23,9 @@ int main(int argc, char** argv) {
   bool loops = args.get("--rnn-loops", 0) != 0;
   cpu::rnn_use_loops(loops);
   std::string extra = t.extra + (t.extra.empty() ? "" : ", ") + (loops ? "\"rnn\": \"loops\"" : "\"rnn\": \"onednn\"");
+  // on a GPU, which cuDNN path ran (REEL_CUDNN_RNN): one call per layer, or the whole stack
+  const bool stack = t.device.is_cuda() && cuda::cudnn_rnn() == cuda::CudnnRnn::stack;
+  if (t.device.is_cuda()) extra += stack ? ", \"cudnn_rnn\": \"stack\"" : ", \"cudnn_rnn\": \"layers\"";
   const int64_t N = 25000, T = 150, B = 64, V = 30000, E = 125, H = 100;
   manual_seed(1);
   nn::Embedding emb(V, E);
@@ -56,12 +61,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", prof.summary(30).c_str());
   }
   std::vector<double> epoch_s, step_ms;
+  const uint64_t packs = cuda::rnn_stack_packs();
+  int64_t timed_steps = 0;
   for (int rep = 0; rep < args.reps; ++rep) {
     batch_index = 0;
     int64_t count = steps > 0 ? steps : (N + B - 1) / B;
     double t0 = bench::now_s();
     Tensor loss;
     for (int64_t i = 0; i < count; ++i) loss = step();
+    timed_steps += count;
     loss.item<float>();
     double s = bench::now_s() - t0;
     epoch_s.push_back(steps > 0 ? s / double(count) * double(N) / double(B) : s);
@@ -69,6 +77,11 @@ int main(int argc, char** argv) {
   }
   bench::report(args, "W9", "reel", t.name.c_str(), "epoch_s", epoch_s, extra);
   bench::report(args, "W9", "reel", t.name.c_str(), "step_ms", step_ms, extra);
+  // the stack packs the GRU's weights once per Adam step, never twice
+  if (stack)
+    std::printf("cuDNN weight packings: %llu in %lld timed steps\n",
+                static_cast<unsigned long long>(cuda::rnn_stack_packs() - packs),
+                static_cast<long long>(timed_steps));
   double flop = 3.0 * 2 * T * B * 3 * H * (E + H);
   std::printf("GRU GEMM work per step: %.2f GFLOP (forward, backward data and weights)\n", flop / 1e9);
   return 0;

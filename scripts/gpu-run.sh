@@ -29,8 +29,12 @@
 #   cuda_tests_rows64, memcheck_rows64, racecheck_rows64   the tiles at 64 rows a block
 #   cuda_tests_vector*, memcheck_vector*, racecheck_vector*   REEL_CUDA_ATTENTION=vector, 32
 #               and 64 rows a block
+#   cuda_tests_stack, memcheck_stack   the recurrent tests with REEL_CUDNN_RNN=stack (the
+#               whole-stack cuDNN RNN, not the default; the [rnn_stack] cases set it themselves
+#               and ran in cuda_tests and memcheck_rnn)
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
+#   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
 #   sdpa_rows_per_block  W12's SDPA, tiles and vector tiles, 32 and 64 rows a block
 #               (REEL_CUDA_ATTENTION, REEL_CUDA_ATTENTION_ROWS)
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
@@ -97,6 +101,8 @@ finish() {
     cat "$logs/versions.log" 2> /dev/null
     [[ -s "$logs/bench_table_rows.txt" ]] && { echo "---- benchmarks, REEL_CUDA_ATTENTION=rows"; cat "$logs/bench_table_rows.txt"; }
     [[ -s "$logs/bench_table.txt" ]] && { echo "---- benchmarks"; cat "$logs/bench_table.txt"; }
+    [[ -s "$logs/w9_cudnn_rnn.log" ]] && { echo "---- W9, REEL_CUDNN_RNN=layers then stack";
+      grep -E "^REEL_CUDNN_RNN|^W9 |packings" "$logs/w9_cudnn_rnn.log"; }
     echo "---- total $((SECONDS - t0))s of a ${budget}s budget; exit $status"
   } >> "$summary"
   cp "$summary" "$logs/"
@@ -205,6 +211,7 @@ note "PASS    gpu ($(nvidia-smi -L | head -1))"
 rows=(env REEL_CUDA_ATTENTION=rows)
 rows64=(env REEL_CUDA_ATTENTION_ROWS=64)  # the tiles with 64 rows a block whatever the shape
 vector=(env REEL_CUDA_ATTENTION=vector)   # the tiles with 16-byte shared reads (not yet measured)
+stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (not yet measured)
 
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -219,6 +226,8 @@ step cuda_tests_rows 60 "${rows[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_rows64 60 "${rows64[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_vector 60 "${vector[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_vector64 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
+# ---- REEL_CUDNN_RNN=stack over the recurrent tests (modules and rnn() through the stack)
+step cuda_tests_stack 60 "${stack[@]}" "$cuda_tests" --durations yes "[rnn]"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -248,6 +257,9 @@ else
     step "${tool}_rows" 60 "${rows[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
   done
+  # the whole stack under memcheck: the recurrent tests that do not choose the path themselves
+  step memcheck_stack 60 "${stack[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    "$cuda_tests" "[rnn]~[rnn_stack]"
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
     step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
@@ -301,6 +313,15 @@ profile() {
       --profile 1
 }
 step profiles 40 profile
+# W9's GRU per layer (the default) and as the whole stack, same steps, one after the other
+w9_cudnn_rnn() {
+  local p
+  for p in layers stack; do
+    echo "REEL_CUDNN_RNN=$p"
+    REEL_CUDNN_RNN=$p "$work/build/bench/bench_w9_gru_imdb" --device cuda --steps 20 --reps 2 || return 1
+  done
+}
+step w9_cudnn_rnn 40 w9_cudnn_rnn
 # SDPA alone with 32 and with 64 rows a block (REEL_CUDA_ATTENTION_ROWS), against the
 # geometry's own choice in the compare below
 sdpa_rows() {
