@@ -92,7 +92,8 @@ enum class Family {
   conv_t,      // transposed: x [N, C, ..], w [C, O/g, k..]: 2 |x| (O/g) prod(k)
   attention,   // q [.., L, E], k [.., S, E], v [.., S, Ev]: 2 L S E + 2 L S Ev per batch, softmax 4 L S
                // (L S: the pairs a causal mask keeps)
-  rnn,         // RnnLayerArgs' T, B, I, H and cell (G gates): 2 T B G H (I + H), gates ~ (3 G + 4) H per step
+  rnn,         // RnnLayerArgs' T, B, I, H and cell (G gates): 2 T B G H (I + H), gates ~ (3 G + 4) H per step;
+               // RnnStackArgs: the same summed over its layers and directions
   pool,        // pooling: one operation per window element per output (PoolArgs' kernel)
   embedding,   // rows gathered: 0 FLOPs; the rows read and written
   transparent, // no work of its own: its parts are counted (backward, checkpoint, hooks)
@@ -210,15 +211,23 @@ std::optional<AttentionSizes> attention_sizes(const OpRecord& r, const Dims& q, 
   return AttentionSizes{B, L, E, S, Ev, B * attention_pairs(r, L, S)};
 }
 
-// A recurrent layer's sizes from its record: steps, batch, input and hidden features, and
-// G H (the gates' rows); nullopt without a record (rnn()'s wrapper).
+// A recurrent layer's sizes from its record: steps, batch, hidden features, G H (the gates'
+// rows), and over its layer-directions (one for rnn_layer, L D for a whole stack) their
+// count and the sum of in + H, each one's input and hidden features; nullopt without a
+// record (rnn()'s wrapper around rnn_layer entries).
 struct RnnSizes {
-  double T, B, I, H, GH;
+  double T, B, H, GH, layers, in_plus_h;
 };
 std::optional<RnnSizes> rnn_sizes(const OpRecord& r) {
-  const RnnLayerArgs* a = r.args.get_if<RnnLayerArgs>();
-  if (!a) return std::nullopt;
-  return RnnSizes{double(a->T), double(a->B), double(a->I), double(a->H), double(rnn_gates(a->mode)) * double(a->H)};
+  if (const RnnLayerArgs* a = r.args.get_if<RnnLayerArgs>())
+    return RnnSizes{double(a->T), double(a->B), double(a->H), double(rnn_gates(a->mode)) * double(a->H), 1,
+                    double(a->I + a->H)};
+  const RnnStackArgs* s = r.args.get_if<RnnStackArgs>();
+  if (!s) return std::nullopt;
+  // layer 0 reads I features, the others D H
+  const double D = double(s->directions), L = double(s->layers), H = double(s->H);
+  return RnnSizes{double(s->T), double(s->B), H, double(rnn_gates(s->mode)) * H, L * D,
+                  D * (double(s->I) + H) + (L - 1) * D * (D * H + H)};
 }
 
 // K of a product a @ b: a's last dim (its only dim for a vector).
@@ -274,8 +283,9 @@ Work forward_work(const OpRecord& r, const Formula& f) {
     case Family::rnn: {
       auto n = rnn_sizes(r);
       if (!n) return w;
-      w.product_flops = 2 * n->T * n->B * n->GH * (n->I + n->H);
-      w.flops = n->T * n->B * (3 * n->GH + 4 * n->H);  // two bias adds and a nonlinearity per gate, the state update
+      w.product_flops = 2 * n->T * n->B * n->GH * n->in_plus_h;
+      // two bias adds and a nonlinearity per gate, the state update
+      w.flops = n->layers * n->T * n->B * (3 * n->GH + 4 * n->H);
       break;
     }
     case Family::pool: w.flops = y * pool_window(r, numel(in(r, 0)), y); break;  // a compare or add per window element
@@ -360,8 +370,8 @@ Work backward_work(const OpRecord& r, const Formula& f) {
       auto n = rnn_sizes(r);
       if (!n) return w;
       // dX and dh through the gates, dW_ih and dW_hh: twice the forward's products
-      w.product_flops = 4 * n->T * n->B * n->GH * (n->I + n->H);
-      w.flops = 2 * n->T * n->B * (3 * n->GH + 4 * n->H);
+      w.product_flops = 4 * n->T * n->B * n->GH * n->in_plus_h;
+      w.flops = 2 * n->layers * n->T * n->B * (3 * n->GH + 4 * n->H);
       break;
     }
     case Family::pool: {
@@ -383,7 +393,7 @@ std::optional<Work> op_work(const OpRecord& r) {
   auto it = table().find(std::string_view(r.op));
   if (it == table().end() || it->second.family == Family::transparent) return std::nullopt;
   // rnn() wraps its layers under the layer's own name ("lstm") but keeps no RnnLayerArgs:
-  // the layers inside it carry the work
+  // the layers inside it carry the work (unless it ran the whole stack: RnnStackArgs)
   if (it->second.family == Family::rnn && !rnn_sizes(r)) return std::nullopt;
   Work w = r.phase == Phase::forward ? forward_work(r, it->second) : backward_work(r, it->second);
   // dropout's mask, where it kept one: written by the forward, read by the backward (f32,

@@ -319,6 +319,26 @@ TEST_CASE("bench WorkCounter: what the shapes do not say comes from the ops' typ
     CHECK(count.forward().product_flops == products);
     CHECK(count.backward().product_flops == 2 * products);
   }
+  SECTION("a whole stack's one record counts what its layers' records count") {
+    // REEL_CUDNN_RNN=stack on a GPU records one entry (RnnStackArgs) where the CPU records
+    // one rnn_layer per layer and direction: the same products, layer 1 reading 2 H features
+    const int64_t T = 4, B = 2, I = 3, H = 5;
+    nn::GRU gru(I, H, {.num_layers = 2, .bidirectional = true});
+    Tensor x = rand({T, B, I}).requires_grad_();
+    rb::WorkCounter count;
+    gru(x).sum().backward();
+    count.stop();
+    debug::OpRecord r;
+    r.op = "gru";
+    RnnStackArgs a;
+    a.mode = RnnMode::gru, a.layers = 2, a.directions = 2, a.T = T, a.B = B, a.I = I, a.H = H;
+    r.args = OpArgs(a);
+    const double products = 2.0 * T * B * 3 * H * (2 * (I + H) + 2 * (2 * H + H));
+    CHECK(rb::op_work(r)->product_flops == products);
+    CHECK(count.forward().product_flops == products);
+    r.phase = debug::Phase::backward;
+    CHECK(rb::op_work(r)->product_flops == 2 * products);
+  }
   SECTION("batch norm in eval mode is one multiply-add per element") {
     nn::BatchNorm2d bn(3);
     Tensor x = rand({2, 3, 4, 4});
