@@ -145,6 +145,9 @@ std::string Tracer::rnn_layer(const debug::OpRecord& layer, const std::string& i
 }
 
 void Tracer::rnn(const debug::OpRecord& r) {
+  if (r.args.get_if<RnnStackArgs>())
+    unsupported(r, "it ran as one whole-stack entry (REEL_CUDNN_RNN=stack on a GPU), not layer by layer: "
+                   "export with REEL_CUDNN_RNN=layers or from the CPU");
   std::vector<std::string> states;  // per layer: Y_h (and Y_c), each [1, B, H]
   std::string last;                 // the latest [T, B, F] value: the next layer's input
   Dims last_shape;
