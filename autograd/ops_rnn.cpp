@@ -284,45 +284,53 @@ bool run_stack(const OpScope& op, const Tensor& x_in, const Tensor& h0_in, const
                const std::vector<RnnLayerWeights>& weights, const RnnOptions& opt, const std::vector<int64_t>& len,
                RnnResult& out) {
   const bool lstm = opt.mode == RnnMode::lstm, batch_first = opt.batch_first && x_in.dim() == 3;
+  const bool unbatched = x_in.dim() == 2;
   const int64_t L = opt.num_layers, D = opt.bidirectional ? 2 : 1, G = rnn_gates(opt.mode);
-  const Tensor x = dense(x_in.dim() == 2 ? x_in.unsqueeze(1) : x_in), h0 = dense(h0_in), c0 = dense(c0_in);
-  const int64_t T = x.size(batch_first ? 1 : 0), B = x.size(batch_first ? 0 : 1), I = x.size(2),
-                H = weights[0].w_hh.size(1);
-  const DType dt = x.dtype();
+  const int64_t T = x_in.size(batch_first ? 1 : 0), B = unbatched ? 1 : x_in.size(batch_first ? 0 : 1),
+                I = x_in.size(-1), H = weights[0].w_hh.size(1);
+  const DType dt = x_in.dtype();
+  // nothing is copied, allocated or recorded until the backend says it serves the stack:
+  // the per-layer path, which reports irregular inputs, runs as it would without it
   auto regular = [&](const Tensor& t, const Dims& shape) {
-    return t.defined() && t.dtype() == dt && t.device() == x.device() && t.shape() == shape;
+    return t.defined() && t.dtype() == dt && t.device() == x_in.device() && t.shape() == shape;
   };
   const bool bias = weights[0].b_ih.defined();
-  if ((dt != DType::f32 && dt != DType::f64) || bf16_layer(x) || T < 1 || B < 1 || H < 1 ||
-      !regular(h0, {L * D, B, H}) || (lstm && !regular(c0, {L * D, B, H})))
+  if ((dt != DType::f32 && dt != DType::f64) || bf16_layer(x_in) || T < 1 || B < 1 || H < 1 ||
+      !regular(h0_in, {L * D, B, H}) || (lstm && !regular(c0_in, {L * D, B, H})))
     return false;
-  std::vector<Tensor> w;
+  std::vector<const Tensor*> given{&x_in, &h0_in, &c0_in};
   for (int64_t k = 0; k < L * D; ++k) {
     const RnnLayerWeights& lw = weights[size_t(k)];
     const int64_t in = k < D ? I : D * H;
     if (!regular(lw.w_ih, {G * H, in}) || !regular(lw.w_hh, {G * H, H}) || lw.b_ih.defined() != bias ||
         lw.b_hh.defined() != bias || (bias && (!regular(lw.b_ih, {G * H}) || !regular(lw.b_hh, {G * H}))))
       return false;
+    for (const Tensor* t : {&lw.w_ih, &lw.w_hh, &lw.b_ih, &lw.b_hh}) given.push_back(t);
+  }
+  RnnStackParams p{.mode = opt.mode, .layers = L, .directions = D, .T = T, .B = B, .I = I, .H = H, .bias = bias,
+                   .batch_first = batch_first, .training = false, .dropout = opt.training ? opt.dropout : 0};
+  if (grad_enabled())
+    for (const Tensor* t : given) p.training = p.training || (t->defined() && t->requires_grad());
+  Backend& be = backend_of(x_in);
+  if (!be.rnn_stack_serves(p, dt)) return false;
+
+  const Tensor x = dense(unbatched ? x_in.unsqueeze(1) : x_in), h0 = dense(h0_in), c0 = dense(c0_in);
+  std::vector<Tensor> w;
+  for (const RnnLayerWeights& lw : weights) {
     w.push_back(dense(lw.w_ih));
     w.push_back(dense(lw.w_hh));
     if (bias) w.push_back(dense(lw.b_ih)), w.push_back(dense(lw.b_hh));
   }
   std::vector<const Tensor*> ins{&x, &h0, &c0};
   for (const Tensor& t : w) ins.push_back(&t);
-  RnnStackParams p{.mode = opt.mode, .layers = L, .directions = D, .T = T, .B = B, .I = I, .H = H, .bias = bias,
-                   .batch_first = batch_first, .training = false, .dropout = opt.training ? opt.dropout : 0};
-  if (grad_enabled())
-    for (const Tensor* t : ins) p.training = p.training || (t->defined() && t->requires_grad());
   Tensor lengths;
-  if (!len.empty()) {
-    std::vector<int32_t> l32(len.begin(), len.end());
-    lengths = from_vector(l32);
-  }
+  if (!len.empty()) lengths = from_vector(std::vector<int32_t>(len.begin(), len.end()));
   const Device dev = x.device();
   Tensor y = new_tensor(batch_first ? Dims{B, T, D * H} : Dims{T, B, D * H}, dt, dev),
          hy = new_tensor({L * D, B, H}, dt, dev), cy = lstm ? new_tensor({L * D, B, H}, dt, dev) : Tensor();
   RnnStackState st;
-  if (!backend_of(x).rnn_stack_forward(p, y, hy, cy, st, x, h0, c0, w, lengths)) return false;
+  if (!be.rnn_stack_forward(p, y, hy, cy, st, x, h0, c0, w, lengths))
+    fail(op.op, fmt::format("the {} backend said it serves this stack, then declined it", dev.str()), op.site);
   std::vector<Tensor*> outs{&y, &hy};
   if (lstm) outs.push_back(&cy);
   Node* n = record(op, rnn_stack_grads, ins, outs);
@@ -333,9 +341,7 @@ bool run_stack(const OpScope& op, const Tensor& x_in, const Tensor& h0_in, const
     for (const Tensor& t : w) n->save(t);  // by version: an in-place write before backward is an error
   }
   keep_args(op, n, RnnStackArgs{p});
-  const bool unbatched = x_in.dim() == 2;
-  out = {unbatched ? y.squeeze(1) : y, unbatched ? hy.squeeze(1) : hy,
-         lstm && unbatched ? cy.squeeze(1) : cy};
+  out = {unbatched ? y.squeeze(1) : y, unbatched ? hy.squeeze(1) : hy, lstm && unbatched ? cy.squeeze(1) : cy};
   return true;
 }
 

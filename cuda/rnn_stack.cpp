@@ -259,14 +259,20 @@ Tensor packed_weights(Context& ctx, StackPlan& pl, const std::vector<Tensor>& w)
 
 }  // namespace
 
+// REEL_CUDNN_RNN=stack and a configuration it serves (rnn_stack::refusal); an invalid
+// REEL_CUDNN_RNN is an Error here, at the first recurrent call on a GPU
+bool CudaBackend::rnn_stack_serves(const RnnStackParams& p, DType dtype) {
+  if (chosen_path() != rnn_stack::Path::stack) return false;
+  const rnn_stack::Config cfg{.layers = p.layers, .directions = p.directions, .T = p.T, .B = p.B, .I = p.I,
+                              .H = p.H, .float_type = dtype == DType::f32 || dtype == DType::f64,
+                              .dropout = p.dropout};
+  return rnn_stack::refusal(cfg).empty();
+}
+
 bool CudaBackend::rnn_stack_forward(const RnnStackParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
                                     RnnStackState& state, const Tensor& x, const Tensor& hx, const Tensor& cx,
                                     const std::vector<Tensor>& weights, const Tensor& lengths) {
-  if (chosen_path() != rnn_stack::Path::stack) return false;
-  const rnn_stack::Config cfg{.layers = p.layers, .directions = p.directions, .T = p.T, .B = p.B, .I = p.I,
-                              .H = p.H, .float_type = x.dtype() == DType::f32 || x.dtype() == DType::f64,
-                              .dropout = p.dropout};
-  if (!rnn_stack::refusal(cfg).empty()) return false;
+  if (!rnn_stack_serves(p, x.dtype())) return false;
   expect_here(kOp, {&y, &hy, &cy, &x, &hx, &cx});
   for (const Tensor& w : weights) expect_here(kOp, {&w});
   Context& c = ctx();

@@ -344,8 +344,14 @@ class Backend {
   // i32 [B] on the CPU, each in [1, T]. Writes y [T, B, D H] ([B, T, D H] batch_first; the
   // forward direction's features first, zero past each sequence's end) and hy/cy [L D, B, H]
   // (each sequence's states after its last step; the reverse direction's after step 0), and
-  // fills `state` for the backward when p.training. Returns false, having written nothing,
-  // where this backend does not serve p: the caller composes the stack from rnn_forward.
+  // fills `state` for the backward when p.training. rnn_stack_serves: whether this backend
+  // runs p in `dtype`, asked before anything is allocated (where not, the caller composes the
+  // stack from rnn_forward); the forward and backward return false, having written nothing,
+  // where they do not run.
+  virtual bool rnn_stack_serves(const RnnStackParams& p, DType dtype) {
+    (void)p, (void)dtype;
+    return false;
+  }
   virtual bool rnn_stack_forward(const RnnStackParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
                                  RnnStackState& state, const Tensor& x, const Tensor& hx, const Tensor& cx,
                                  const std::vector<Tensor>& weights, const Tensor& lengths) {

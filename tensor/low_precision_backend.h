@@ -433,6 +433,9 @@ class LowPrecisionBackend : public Backend {
     s.finish();
   }
   // the whole stack: float and double only (rnn() asks for no other dtype), straight through
+  bool rnn_stack_serves(const RnnStackParams& p, DType dtype) override {
+    return !is_low_precision(dtype) && k.rnn_stack_serves(p, dtype);
+  }
   bool rnn_stack_forward(const RnnStackParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
                          RnnStackState& state, const Tensor& x, const Tensor& hx, const Tensor& cx,
                          const std::vector<Tensor>& weights, const Tensor& lengths) override {

@@ -90,6 +90,7 @@ class CudaBackend final : public Backend {
                     const Tensor& ghy, const Tensor& gcy, const Tensor& x, const Tensor& hx, const Tensor& cx,
                     const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh,
                     const Tensor& y, const Tensor& hy, const Tensor& cy, const Tensor& workspace) override;
+  bool rnn_stack_serves(const RnnStackParams& p, DType dtype) override;
   bool rnn_stack_forward(const RnnStackParams& p, const Tensor& y, const Tensor& hy, const Tensor& cy,
                          RnnStackState& state, const Tensor& x, const Tensor& hx, const Tensor& cx,
                          const std::vector<Tensor>& weights, const Tensor& lengths) override;
