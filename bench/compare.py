@@ -29,8 +29,9 @@ a reel program not built) is reported with the package to install and skipped.
 W13 (data parallel, W3 and W4) runs three configurations per round: reel's
 bench_w13_ddp under `mpirun -np 2` (one thread per rank), the same program as one
 process with 2 threads, and PyTorch DDP (gloo) on 2 ranks (bench/reference/w13_ddp_pytorch.py);
-besides, the progress thread, a checkpoint set's cost, and the buckets summed in shared memory
-against MPI alternated in one job (`--only transports`):
+besides, the progress thread, a checkpoint set's cost, the buckets summed in shared memory
+against MPI alternated in one job (`--only transports`), and 2 ranks against one process
+alternated block by block in one job (`--only paired`, the steadier figure for issue 44):
     /usr/bin/python3 bench/compare.py --only W13 --rounds 3 --reps 5 --no-compile
 """
 import argparse
@@ -217,7 +218,11 @@ def w13_configs(a, build, envs):
                # the buckets summed in shared memory against MPI, alternated in one job
                # (single steps alternated: the pairs see the same machine)
                ("reel", "transports", mpirun + ["--only", "transports", "--steps", "1", "--reps", "60", "--device", "cpu"],
-                MPI_ENV)]
+                MPI_ENV),
+               # issue 44's ratio in one job: blocks of 2-rank steps alternated with blocks of the
+               # 1-process step on both cores (rank 1 asleep), so that each pair sees the same machine
+               ("reel", "paired", ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", prog, "--only", "paired",
+                                   "--steps", "2", "--reps", str(max(20, 4 * a.reps)), "--device", "cpu"], MPI_ENV)]
     for env in envs:
         for sysname, python in a.torch_peers:
             configs.append((sysname, env, [python, os.path.join(ROOT, W13[1]), "--ranks", "2", "--threads", "1"] + args,
@@ -321,6 +326,11 @@ def table(recs):
                                  step, "hidden share", h, 0.0, "1e+09", True))
             sent = pooled(recs, "W13", "reel", f"{m}_bytes_sent_per_step", "default")
             rows.append((f"W13 {m} MB sent per rank per step", sent / 1e6, "-", None, 0.0, "1e+09", True))
+    pair = pooled(recs, "W13", "reel", "w4_ddp_over_1proc_paired", "paired")
+    if pair is not None:
+        rows.append(("W13 w4 2 ranks / 1 process 2 threads, blocks alternated in one job (median pair)",
+                     pooled(recs, "W13", "reel", "w4_paired_ddp_step_ms", "paired"), "reel 1x2",
+                     pooled(recs, "W13", "reel", "w4_paired_1proc_step_ms", "paired"), pair, "<= 1.05", pair <= 1.05))
     shm = pooled(recs, "W13", "reel", "w4_ddp_shm_step_ms", "transports")
     over_mpi = pooled(recs, "W13", "reel", "w4_ddp_mpi_step_ms", "transports")
     paired = pooled(recs, "W13", "reel", "w4_shm_over_mpi_paired", "transports")
