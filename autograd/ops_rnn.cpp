@@ -249,8 +249,7 @@ RnnLayerResult run_direction(RnnMode mode, const Tensor& x, const Tensor& h0, co
 // The whole stack in one backend call: x [T, B, I] ([B, T, I] batch_first), h0/c0 [L D, B, H]
 // -> y [T, B, D H], h_n/c_n [L D, B, H], every layer and direction at once (cuDNN's
 // multi-layer bidirectional RNN under REEL_CUDNN_RNN=stack); backward: the same backend's
-// gradients of all inputs in one more call. False, with nothing recorded, where the backend
-// declines or the inputs are not regular (then the per-layer path runs, and reports them).
+// gradients of all inputs in one more call.
 void rnn_stack_grads(Node& n, const Grads& g, Grads& gi) {
   if (grad_enabled())
     fail(n.op, "a create_graph backward (second derivatives) through a recurrent layer is not supported; "
@@ -279,7 +278,9 @@ void rnn_stack_grads(Node& n, const Grads& g, Grads& gi) {
     if (n.needs_grad(i)) gi[i] = gw[i];
 }
 
-// h0_in, c0_in: [L D, B, H] as rnn() made them (B = 1 for an unbatched x_in)
+// h0_in, c0_in: [L D, B, H] as rnn() made them (B = 1 for an unbatched x_in). False, with
+// nothing recorded, where the backend declines or the inputs are not regular (then the
+// per-layer path runs, and reports them).
 bool run_stack(const OpScope& op, const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in,
                const std::vector<RnnLayerWeights>& weights, const RnnOptions& opt, const std::vector<int64_t>& len,
                RnnResult& out) {

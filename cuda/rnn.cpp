@@ -22,6 +22,7 @@
 #include "internal/backend.h"
 #include "internal/decide.h"
 #include "internal/graph.h"
+#include "internal/rnn_handle.h"
 #include "cuda.h"
 
 namespace reel::cuda {
@@ -43,40 +44,11 @@ struct RnnPlan {
   Tensor seq_lengths;  // i32 [B] on the device, all T
 };
 
-// cuDNN state of one device: its own handle (cuDNN handles are not safe for two threads:
-// used under `mu`), a dropout descriptor (dropout 0: one layer per call) and the plans.
-struct RnnState {
-  std::mutex mu;
-  cudnnHandle_t handle = nullptr;
-  cudnnDropoutDescriptor_t dropout = nullptr;
-  Tensor dropout_states;
+// cuDNN state of one device: its handle (internal/rnn_handle.h) and the plans.
+struct RnnState : RnnHandle {
   std::map<std::vector<int64_t>, RnnPlan> plans;
 };
-
-RnnState& state_of(Context& ctx) {
-  static std::mutex mu;
-  static std::map<int, RnnState*> states;  // one per device, alive to the end
-  std::lock_guard<std::mutex> lock(mu);
-  RnnState*& s = states[ctx.device];
-  if (!s) {
-    forbid_in_capture(ctx, kOp, "would create cuDNN's RNN handle (the first recurrent layer on this device); run "
-                                "the step once before capturing it (the warm-up rule of cuda::Graph)");
-    auto* fresh = new RnnState();
-    check_dnn(cudnnCreate(&fresh->handle), kOp, "cudnnCreate");
-    check_dnn(cudnnSetStream(fresh->handle, ctx.stream), kOp, "cudnnSetStream");
-    check_dnn(cudnnCreateDropoutDescriptor(&fresh->dropout), kOp, "cudnnCreateDropoutDescriptor");
-    size_t bytes = 0;
-    check_dnn(cudnnDropoutGetStatesSize(fresh->handle, &bytes), kOp, "cudnnDropoutGetStatesSize");
-    fresh->dropout_states = scratch(ctx, {int64_t(bytes)}, DType::u8);
-    check_dnn(cudnnSetDropoutDescriptor(fresh->dropout, fresh->handle, 0.0f, fresh->dropout_states.data_ptr(), bytes,
-                                        0),
-              kOp, "cudnnSetDropoutDescriptor");
-    s = fresh;
-  }
-  return *s;
-}
-
-cudnnDataType_t dnn_type(DType t) { return t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+RnnState& state_of(Context& ctx) { return rnn_state_of<RnnState>(ctx, kOp); }
 
 int to_int(int64_t v, const char* what) {
   if (v > int64_t(INT32_MAX)) throw Error(fmt::format("rnn: {} = {} is over cuDNN's int limit", what, v));
@@ -91,13 +63,9 @@ RnnPlan& plan_for(Context& ctx, RnnState& st, const RnnParams& p, DType dtype) {
   forbid_in_capture(ctx, kOp, "would create cuDNN descriptors for a layer shape not seen before; run the step once "
                               "before capturing it (the warm-up rule of cuda::Graph)");
   RnnPlan pl;
-  cudnnDataType_t type = dnn_type(dtype);
-  cudnnRNNMode_t cell = p.mode == RnnMode::lstm       ? CUDNN_LSTM
-                        : p.mode == RnnMode::gru      ? CUDNN_GRU
-                        : p.mode == RnnMode::rnn_relu ? CUDNN_RNN_RELU
-                                                      : CUDNN_RNN_TANH;
+  cudnnDataType_t type = rnn_data_type(dtype);
   check_dnn(cudnnCreateRNNDescriptor(&pl.rnn), kOp, "cudnnCreateRNNDescriptor");
-  check_dnn(cudnnSetRNNDescriptor_v8(pl.rnn, CUDNN_RNN_ALGO_STANDARD, cell,
+  check_dnn(cudnnSetRNNDescriptor_v8(pl.rnn, CUDNN_RNN_ALGO_STANDARD, rnn_cell(p.mode),
                                      p.bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS, CUDNN_UNIDIRECTIONAL,
                                      CUDNN_LINEAR_INPUT, type, type,
                                      decide::float_math(dtype == DType::f32, tf32),
@@ -173,6 +141,19 @@ Tensor flipped(CudaBackend& be, const Tensor& t) {
 }
 
 }  // namespace
+
+void make_rnn_handle(Context& ctx, RnnHandle& h, const char* op) {
+  forbid_in_capture(ctx, op, "would create cuDNN's RNN handle (the first recurrent layer on this device); run "
+                             "the step once before capturing it (the warm-up rule of cuda::Graph)");
+  check_dnn(cudnnCreate(&h.handle), op, "cudnnCreate");
+  check_dnn(cudnnSetStream(h.handle, ctx.stream), op, "cudnnSetStream");
+  check_dnn(cudnnCreateDropoutDescriptor(&h.dropout), op, "cudnnCreateDropoutDescriptor");
+  size_t bytes = 0;
+  check_dnn(cudnnDropoutGetStatesSize(h.handle, &bytes), op, "cudnnDropoutGetStatesSize");
+  h.dropout_states = scratch(ctx, {int64_t(bytes)}, DType::u8);
+  check_dnn(cudnnSetDropoutDescriptor(h.dropout, h.handle, 0.0f, h.dropout_states.data_ptr(), bytes, 0), op,
+            "cudnnSetDropoutDescriptor");
+}
 
 int64_t CudaBackend::rnn_workspace_bytes(const RnnParams& p, DType dtype) {
   Context& c = ctx();

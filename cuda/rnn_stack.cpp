@@ -35,6 +35,7 @@
 #include "internal/backend.h"
 #include "internal/decide.h"
 #include "internal/graph.h"
+#include "internal/rnn_handle.h"
 #include "internal/rnn_stack.h"
 #include "cuda.h"
 
@@ -77,48 +78,21 @@ struct StackPlan {
   std::list<Packed> packed;  // most recently used first
 };
 
-// cuDNN state of one device (its own handle: not safe for two threads, used under `mu`).
-struct StackState {
-  std::mutex mu;
-  cudnnHandle_t handle = nullptr;
-  cudnnDropoutDescriptor_t dropout = nullptr;  // probability 0: dropout is declined above
-  Tensor dropout_states;
-  cudnnTensorDescriptor_t m = nullptr, b = nullptr;  // cudnnGetRNNWeightParams's outputs
+// cuDNN state of one device: its handle (internal/rnn_handle.h), the descriptors
+// cudnnGetRNNWeightParams writes, the plans.
+struct StackState : RnnHandle {
+  cudnnTensorDescriptor_t m = nullptr, b = nullptr;
   std::map<std::vector<int64_t>, StackPlan> plans;
 };
-
-StackState& state_of(Context& ctx) {
-  static std::mutex mu;
-  static std::map<int, StackState*> states;  // one per device, alive to the end
-  std::lock_guard<std::mutex> lock(mu);
-  StackState*& s = states[ctx.device];
-  if (!s) {
-    forbid_in_capture(ctx, kOp, "would create cuDNN's RNN handle (the first whole-stack RNN on this device); run "
-                                "the step once before capturing it (the warm-up rule of cuda::Graph)");
-    auto* fresh = new StackState();
-    check_dnn(cudnnCreate(&fresh->handle), "cudnnCreate");
-    check_dnn(cudnnSetStream(fresh->handle, ctx.stream), "cudnnSetStream");
-    check_dnn(cudnnCreateDropoutDescriptor(&fresh->dropout), "cudnnCreateDropoutDescriptor");
-    size_t bytes = 0;
-    check_dnn(cudnnDropoutGetStatesSize(fresh->handle, &bytes), "cudnnDropoutGetStatesSize");
-    fresh->dropout_states = scratch(ctx, {int64_t(bytes)}, DType::u8);
-    check_dnn(cudnnSetDropoutDescriptor(fresh->dropout, fresh->handle, 0.0f, fresh->dropout_states.data_ptr(), bytes,
-                                        0),
-              "cudnnSetDropoutDescriptor");
-    check_dnn(cudnnCreateTensorDescriptor(&fresh->m), "cudnnCreateTensorDescriptor");
-    check_dnn(cudnnCreateTensorDescriptor(&fresh->b), "cudnnCreateTensorDescriptor");
-    s = fresh;
-  }
-  return *s;
-}
-
-cudnnDataType_t dnn_type(DType t) { return t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+StackState& state_of(Context& ctx) { return rnn_state_of<StackState>(ctx, kOp); }
 
 // Checks every gate of every parameter where cuDNN puts it against the layout: packing
 // copies whole parameters to the layout's offsets, so a cuDNN that moved them must stop here.
 void check_layout(Context& ctx, StackState& st, const StackPlan& pl, size_t elem) {
   if (std::string e = rnn_stack::size_problem(int64_t(pl.weight_bytes / elem), pl.layout.elements); !e.empty())
     throw Error(e);
+  if (!st.m) check_dnn(cudnnCreateTensorDescriptor(&st.m), "cudnnCreateTensorDescriptor");
+  if (!st.b) check_dnn(cudnnCreateTensorDescriptor(&st.b), "cudnnCreateTensorDescriptor");
   DeviceBuffer space(ctx, pl.weight_bytes);  // only addresses are computed from it
   const char* base = static_cast<const char*>(space.get());
   for (const rnn_stack::Slot& s : pl.layout.slots)
@@ -142,13 +116,9 @@ StackPlan& plan_for(Context& ctx, StackState& st, const RnnStackParams& p, DType
   forbid_in_capture(ctx, kOp, "would create cuDNN descriptors for a stack not seen before; run the step once "
                               "before capturing it (the warm-up rule of cuda::Graph)");
   StackPlan pl;
-  const cudnnDataType_t type = dnn_type(dtype);
-  const cudnnRNNMode_t cell = p.mode == RnnMode::lstm       ? CUDNN_LSTM
-                              : p.mode == RnnMode::gru      ? CUDNN_GRU
-                              : p.mode == RnnMode::rnn_relu ? CUDNN_RNN_RELU
-                                                            : CUDNN_RNN_TANH;
+  const cudnnDataType_t type = rnn_data_type(dtype);
   check_dnn(cudnnCreateRNNDescriptor(&pl.rnn), "cudnnCreateRNNDescriptor");
-  check_dnn(cudnnSetRNNDescriptor_v8(pl.rnn, CUDNN_RNN_ALGO_STANDARD, cell,
+  check_dnn(cudnnSetRNNDescriptor_v8(pl.rnn, CUDNN_RNN_ALGO_STANDARD, rnn_cell(p.mode),
                                      p.bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
                                      p.directions == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
                                      CUDNN_LINEAR_INPUT, type, type, decide::float_math(dtype == DType::f32, tf32),
@@ -161,20 +131,42 @@ StackPlan& plan_for(Context& ctx, StackState& st, const RnnStackParams& p, DType
   return st.plans.emplace(key, std::move(pl)).first->second;
 }
 
+// seqLengthArray: every sequence T steps, or the caller's lengths
+std::vector<int> host_lengths(const RnnStackParams& p, const Tensor& lengths) {
+  if (!lengths.defined()) return std::vector<int>(size_t(p.B), int(p.T));
+  std::vector<int32_t> l = lengths.to_vector<int32_t>();
+  return std::vector<int>(l.begin(), l.end());
+}
+
 // One call's data descriptors (x, y: its steps, batch and lengths; h, c: [L D, B, H]) and
 // the temporary sizes cuDNN wants for them.
 struct CallDescs {
   cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
   cudnnTensorDescriptor_t h = nullptr;
   size_t work = 0, reserve = 0;
-  CallDescs(StackState& st, const StackPlan& pl, const RnnStackParams& p, DType dtype, const std::vector<int>& len,
+  CallDescs(StackState& st, const StackPlan& pl, const RnnStackParams& p, DType dtype, const Tensor& lengths,
             bool training) {
-    const cudnnDataType_t type = dnn_type(dtype);
+    const std::vector<int> len = host_lengths(p, lengths);
+    const cudnnDataType_t type = rnn_data_type(dtype);
     const cudnnRNNDataLayout_t layout =
         p.batch_first ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
     double fill64 = 0;
     float fill32 = 0;
     void* fill = dtype == DType::f64 ? static_cast<void*>(&fill64) : static_cast<void*>(&fill32);
+    try {
+      make(st, pl, p, type, layout, len, fill, training);
+    } catch (...) {
+      release();  // a constructor that throws runs no destructor
+      throw;
+    }
+  }
+  ~CallDescs() { release(); }
+  CallDescs(const CallDescs&) = delete;
+  CallDescs& operator=(const CallDescs&) = delete;
+
+ private:
+  void make(StackState& st, const StackPlan& pl, const RnnStackParams& p, cudnnDataType_t type,
+            cudnnRNNDataLayout_t layout, const std::vector<int>& len, void* fill, bool training) {
     check_dnn(cudnnCreateRNNDataDescriptor(&x), "cudnnCreateRNNDataDescriptor");
     check_dnn(cudnnCreateRNNDataDescriptor(&y), "cudnnCreateRNNDataDescriptor");
     check_dnn(cudnnCreateTensorDescriptor(&h), "cudnnCreateTensorDescriptor");
@@ -186,24 +178,17 @@ struct CallDescs {
     int dims[3] = {int(p.layers * p.directions), int(p.B), int(p.H)};
     int strides[3] = {dims[1] * dims[2], dims[2], 1};
     check_dnn(cudnnSetTensorNdDescriptor(h, type, 3, dims, strides), "h descriptor");
-    check_dnn(cudnnGetRNNTempSpaceSizes(st.handle, pl.rnn, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-                                        x, &work, &reserve),
-              "cudnnGetRNNTempSpaceSizes");
+    const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
+    check_dnn(cudnnGetRNNTempSpaceSizes(st.handle, pl.rnn, mode, x, &work, &reserve), "cudnnGetRNNTempSpaceSizes");
   }
-  ~CallDescs() {
+  void release() noexcept {
     if (x) cudnnDestroyRNNDataDescriptor(x);
     if (y) cudnnDestroyRNNDataDescriptor(y);
     if (h) cudnnDestroyTensorDescriptor(h);
+    x = y = nullptr, h = nullptr;
   }
-  CallDescs(const CallDescs&) = delete;
-  CallDescs& operator=(const CallDescs&) = delete;
 };
 
-std::vector<int> host_lengths(const RnnStackParams& p, const Tensor& lengths) {
-  if (!lengths.defined()) return std::vector<int>(size_t(p.B), int(p.T));
-  std::vector<int32_t> l = lengths.to_vector<int32_t>();
-  return std::vector<int>(l.begin(), l.end());
-}
 
 // cuDNN's devSeqLengths: i32 [B] on the device; every sequence T long: made once per (T, B).
 Tensor device_lengths(Context& ctx, StackPlan& pl, const RnnStackParams& p, const Tensor& lengths) {
@@ -279,13 +264,12 @@ bool CudaBackend::rnn_stack_forward(const RnnStackParams& p, const Tensor& y, co
   StackState& st = state_of(c);
   std::lock_guard<std::mutex> lock(st.mu);
   StackPlan& pl = plan_for(c, st, p, x.dtype());
-  const std::vector<int> len = host_lengths(p, lengths);
-  CallDescs d(st, pl, p, x.dtype(), len, p.training);
+  CallDescs d(st, pl, p, x.dtype(), lengths, p.training);
   Tensor dev_len = device_lengths(c, pl, p, lengths), space = packed_weights(c, pl, weights);
   DeviceBuffer work(c, d.work);
   Tensor reserve = p.training ? scratch(c, {int64_t(d.reserve)}, DType::u8) : Tensor();
   const bool lstm = p.mode == RnnMode::lstm;
-  // y, hy, cy of every layer and direction: 2 T B G H (in + H) multiply-adds per layer-direction
+  // y, hy, cy of every layer and direction: T B G H (in + H) multiply-adds per layer-direction
   check_dnn(cudnnRNNForward(st.handle, pl.rnn, p.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
                             static_cast<const int32_t*>(dev_len.data_ptr()), d.x, x.data_ptr(), d.y, y.data_ptr(),
                             d.h, hx.data_ptr(), hy.data_ptr(), d.h, lstm ? cx.data_ptr() : nullptr,
@@ -307,8 +291,7 @@ bool CudaBackend::rnn_stack_backward(const RnnStackParams& p, const Tensor& gx, 
   StackState& st = state_of(c);
   std::lock_guard<std::mutex> lock(st.mu);
   StackPlan& pl = plan_for(c, st, p, x.dtype());
-  const std::vector<int> len = host_lengths(p, lengths);
-  CallDescs d(st, pl, p, x.dtype(), len, true);
+  CallDescs d(st, pl, p, x.dtype(), lengths, true);
   if (int64_t(d.reserve) != state.workspace.numel())
     throw Error(fmt::format("rnn: the stack's backward expected cuDNN's reserve space of {} bytes, the forward left {}",
                             d.reserve, state.workspace.numel()));
