@@ -16,6 +16,7 @@
 #   memcheck_*  compute-sanitizer memcheck, each test file in its own process (a crash in
 #               one hides nothing of the others; the graph captures and replays included),
 #               all but the one-epoch accuracy case ([data]: W1's kernels, 469 times over)
+#               and the whole-stack RNN cases (in memcheck_stack)
 #   memcheck_graph_probe  the hidden [.probe] case: whether memcheck itself flags a graph's
 #               reuse of one address for two allocations (explains or not the graph reports)
 #   racecheck, synccheck, initcheck   over the tests of the kernels with shared memory or
@@ -30,8 +31,9 @@
 #   cuda_tests_vector*, memcheck_vector*, racecheck_vector*   REEL_CUDA_ATTENTION=vector, 32
 #               and 64 rows a block
 #   cuda_tests_stack, memcheck_stack   the recurrent tests with REEL_CUDNN_RNN=stack (the
-#               whole-stack cuDNN RNN, not the default; the [rnn_stack] cases set it themselves
-#               and ran in cuda_tests and memcheck_rnn)
+#               whole-stack cuDNN RNN, not the default); memcheck_stack also holds the
+#               [rnn_stack] cases (they set the path themselves; both paths, 40 stacks), which
+#               memcheck_rnn leaves out to stay in its minute
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
@@ -245,7 +247,7 @@ else
     name=${f#"[#test_"}
     name=${name#cuda_}
     step "memcheck_${name%"]"}" 60 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
-      "$cuda_tests" -# "$f~[data]"
+      "$cuda_tests" -# "$f~[data]~[rnn_stack]"
   done
   kernels=${filter:-"[reduce],[softmax],[norm],[bias],[attention],[everyday]"}
   for tool in racecheck synccheck initcheck; do
@@ -257,9 +259,9 @@ else
     step "${tool}_rows" 60 "${rows[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
   done
-  # the whole stack under memcheck: the recurrent tests that do not choose the path themselves
-  step memcheck_stack 60 "${stack[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
-    "$cuda_tests" "[rnn]~[rnn_stack]"
+  # the whole stack under memcheck: every recurrent test, the [rnn_stack] cases included
+  step memcheck_stack 90 "${stack[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    "$cuda_tests" "[rnn]"
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
     step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
