@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "autocast.h"
+#include "grad_buffer.h"
 #include "inplace.h"
 #include "internal/backward_hooks.h"
 #include "op_support.h"
@@ -54,10 +55,16 @@ struct Capture {
   std::unordered_map<const Node*, std::vector<std::pair<uint32_t, size_t>>> nodes;
 };
 
+// Whether this thread's backward pass lets rules write leaves' gradients into their buffers
+// (autograd/grad_buffer.h): backward() outside create_graph, not grad().
+thread_local bool t_leaf_buffers = false;
+
 void accumulate_into_leaf(TensorImpl* leaf, const Tensor& g) {
   if (!leaf->grad) {
-    // Take g when nothing else holds it; else copy, so .grad() never aliases another tensor.
-    bool sole = only_handle(g) && !g.grad_fn() && g.is_contiguous() && g.offset() == 0 && g.dtype() == leaf->dtype;
+    // Take g when nothing else holds it, or when a rule wrote it into the leaf's buffer (which
+    // the buffer's owner shares by design); else copy, so .grad() never aliases another tensor.
+    bool sole = (leaf->grad_buffer && g.impl() == leaf->grad_buffer.get()) ||
+                (only_handle(g) && !g.grad_fn() && g.is_contiguous() && g.offset() == 0 && g.dtype() == leaf->dtype);
     Tensor own = sole ? g : cast(g, leaf->dtype).clone();
     leaf->grad = Ref<TensorImpl>(own.impl());
   } else {
@@ -75,6 +82,11 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
                   bool create_graph, Capture* capture, const Site& site) {
   OpScope scope("backward", site);
   if (roots.empty()) fail("backward", "no tensors to differentiate", scope.site);
+  struct LeafBuffers {  // (a backward inside a hook or a custom Function restores the outer pass's)
+    bool outer = t_leaf_buffers;
+    explicit LeafBuffers(bool on) { t_leaf_buffers = on; }
+    ~LeafBuffers() { t_leaf_buffers = outer; }
+  } leaf_buffers(!capture && !create_graph);
   if (!grad_roots.empty() && grad_roots.size() != roots.size())
     fail("backward", fmt::format("{} roots but {} root gradients", roots.size(), grad_roots.size()), scope.site);
 
@@ -199,6 +211,31 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 }
 
 }  // namespace
+
+namespace autograd {
+
+void set_grad_buffer(const Tensor& leaf, const Tensor& buffer) {
+  if (buffer.defined() && !(buffer.shape() == leaf.shape() && buffer.dtype() == leaf.dtype() &&
+                            buffer.device() == leaf.device() && buffer.is_contiguous()))
+    fail("set_grad_buffer",
+         fmt::format("expected a contiguous {} {} buffer on {} for a leaf of that shape, got {} {} on {}{}",
+                     dtype_name(leaf.dtype()), leaf.shape().str(), leaf.device().str(), dtype_name(buffer.dtype()),
+                     buffer.shape().str(), buffer.device().str(), buffer.is_contiguous() ? "" : " (strided)"),
+         Site(nullptr, 0));
+  leaf.impl()->grad_buffer = buffer.defined() ? Ref<TensorImpl>(buffer.impl()) : Ref<TensorImpl>();
+}
+
+Tensor internal::grad_buffer_for(const Node& n, size_t input, DType dtype) {
+  if (!t_leaf_buffers || grad_enabled()) return {};
+  TensorImpl* leaf = n.edges[input].leaf.get();
+  if (!leaf || leaf->grad || !leaf->grad_buffer || leaf->grad_buffer->dtype != dtype) return {};
+  // (checked again: the leaf may have been given other data since set_grad_buffer)
+  Tensor buffer(leaf->grad_buffer), l(Ref<TensorImpl>{leaf});
+  if (!(buffer.shape() == l.shape()) || buffer.dtype() != l.dtype() || buffer.device() != l.device()) return {};
+  return buffer;
+}
+
+}  // namespace autograd
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph, Site site) const {
   run_backward({*this}, {gradient}, retain_graph, false, nullptr, site);

@@ -2,6 +2,7 @@
 // product goes to Backend::matmul on strided [B, M, K] views: transposes, broadcast
 // batch dims and 1-D operands become strides, not copies.
 #include "autocast.h"
+#include "grad_buffer.h"
 #include "op_support.h"
 #include "ops.h"
 
@@ -132,12 +133,19 @@ Tensor linear_forward(const OpScope& op, const Tensor& x, const Tensor& w, const
 
 // a [M, K] @ b [K, N] with the result in `dtype`: an autocast product's gradient for an
 // f32 input comes straight out of the f16/bf16 product, accumulated in f32 (no rounding
-// to 8 mantissa bits and no conversion pass). Recorded ops under create_graph.
-Tensor product_as(DType dtype, const Tensor& a, const Tensor& b) {
-  if (grad_enabled() || dtype == a.dtype()) return matmul(a, b);  // the engine casts it to `dtype`
-  Tensor y = new_tensor({a.size(0), b.size(1)}, dtype, a.device());
-  if (y.numel())
-    backend_of(a).matmul(make_view(y, {1, a.size(0), b.size(1)}, {0, b.size(1), 1}, 0),
+// to 8 mantissa bits and no conversion pass). Recorded ops under create_graph. `into`: a
+// leaf's gradient buffer to write it in (autograd/grad_buffer.h), else a new tensor; the
+// same kernel call as matmul()'s either way, so the same bits.
+Tensor product_as(DType dtype, const Tensor& a, const Tensor& b, const Tensor& into = {}) {
+  if (grad_enabled() || (dtype == a.dtype() && !into.defined())) return matmul(a, b);
+  Tensor y = into.defined() ? into : new_tensor({a.size(0), b.size(1)}, dtype, a.device());
+  if (y.numel() == 0) return y;
+  const Dims flat{1, a.size(0), b.size(1)};
+  if (dtype == a.dtype())  // as batched_product does it
+    backend_of(a).matmul(make_view(y, flat, contiguous_strides(flat), y.offset()), as_batched(a, {}),
+                         as_batched(b, {}), Tensor(), false);
+  else
+    backend_of(a).matmul(make_view(y, flat, {0, b.size(1), 1}, y.offset()),
                          make_view(a, {1, a.size(0), a.size(1)}, {0, a.stride(0), a.stride(1)}, a.offset()),
                          make_view(b, {1, b.size(0), b.size(1)}, {0, b.stride(0), b.stride(1)}, b.offset()), Tensor(),
                          false);
@@ -154,7 +162,9 @@ void linear_grads(Node& n, const Tensor& g, Grads& gi) {
   for (int d = 0; d + 1 < xs.size(); ++d) rows *= xs[d];
   Tensor g2 = g.reshape({rows, out});
   if (n.needs_grad(0)) gi[0] = product_as(n.inputs[0].dtype, g2, n.saved_tensor(1)).reshape(xs);
-  if (n.needs_grad(1)) gi[1] = product_as(n.inputs[1].dtype, g2.t(), n.saved_tensor(0).reshape({rows, in}));
+  if (n.needs_grad(1))  // (into DistributedDataParallel's bucket where it asked: no copy there)
+    gi[1] = product_as(n.inputs[1].dtype, g2.t(), n.saved_tensor(0).reshape({rows, in}),
+                       autograd::internal::grad_buffer_for(n, 1, n.inputs[1].dtype));
   if (n.needs_grad(2)) gi[2] = sum(g2.to(n.inputs[2].dtype), {0});
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "../autograd/grad_buffer.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/hooks.h"
 #include "../debug/debug.h"
@@ -120,6 +121,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
                                     buckets_.size(), double(buckets_[k].flat.numel()) * double(buckets_[k].flat.element_size()) / (1024.0 * 1024.0),
                                     buckets_[k].params.size());
 
+  // backward writes a parameter's first gradient straight into its slot where its rule can
+  // (linear's weight: autograd/grad_buffer.h); on_grad then finds it there and copies nothing
+  for (Param& p : params_)
+    autograd::set_grad_buffer(p.t, buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel()).reshape(p.t.shape()));
   for (size_t i = 0; i < params_.size(); ++i)
     hook_ids_.push_back(autograd::add_post_accumulate_grad_hook(params_[i].t, [this, i](const Tensor&) { on_grad(i); }));
   hook_ids_.push_back(autograd::add_backward_end_hook([this] { finish(); }));
@@ -144,6 +149,7 @@ void DistributedDataParallel::progress_loop() {
 
 DistributedDataParallel::~DistributedDataParallel() {
   for (uint64_t id : hook_ids_) autograd::remove_backward_hook(id);
+  for (Param& p : params_) autograd::set_grad_buffer(p.t, Tensor());
   if (progress_thread_.joinable()) {
     {
       std::lock_guard lock(mu_);

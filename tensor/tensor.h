@@ -44,6 +44,7 @@ class TensorImpl : public RefCounted {
   Ref<Storage> storage;
   Ref<Node> grad_fn;  // the tape entry that made this tensor; null for leaves
   Ref<TensorImpl> grad;  // accumulated gradient of a leaf
+  Ref<TensorImpl> grad_buffer;  // a leaf's: where backward may write its first gradient (autograd/grad_buffer.h)
   Ref<AutocastCopy> autocast_copy;  // set on leaves that require grad, by autocast (guarded there)
   // A view made by a differentiable view op keeps its root (never a view itself), so an
   // in-place write through it can rewrite the root's history (PyTorch's CopySlices).

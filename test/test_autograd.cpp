@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "gradcheck.h"
+#include "../autograd/grad_buffer.h"
 
 using namespace reel;
 
@@ -260,4 +261,72 @@ TEST_CASE("gradients summed in backward: in place, the bits of add(), and never 
     CHECK(Tee::kept.to_vector<float>() == std::vector<float>{0.5f, -1.0f});
     Tee::kept = Tensor();
   }
+}
+
+TEST_CASE("a leaf's gradient buffer: linear's weight gradient written there, with the plain path's bits",
+          "[autograd][grad_buffer]") {
+  manual_seed(11);
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+           std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), size_t(a.numel()) * a.element_size()) == 0;
+  };
+  for (DType dt : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dt));
+    Tensor x = randn({5, 7}, {.dtype = dt}), w = randn({4, 7}, {.dtype = dt}).requires_grad_(),
+           b = randn({4}, {.dtype = dt}).requires_grad_();
+    // linear, linear_relu, and the weight used twice (a second contribution added to the first)
+    auto loss_of = [&](int form) {
+      if (form == 0) return linear(x, w, b).square().sum();
+      if (form == 1) return (linear_relu(x, w, b) * 1.5).sum();
+      return (linear(x, w, b) * linear(x * 0.5, w, Tensor())).sum();
+    };
+    for (int form = 0; form < 3; ++form) {
+      CAPTURE(form);
+      w.set_grad(Tensor()), b.set_grad(Tensor());
+      loss_of(form).backward();
+      const Tensor plain = w.grad().clone(), plain_b = b.grad().clone();
+      // the buffer a narrow of a larger flat tensor, as a bucket's slot
+      Tensor flat = full({3 + 28 + 2}, 7.0, {.dtype = dt}), buffer = flat.narrow(0, 3, 28).reshape({4, 7});
+      autograd::set_grad_buffer(w, buffer);
+      w.set_grad(Tensor()), b.set_grad(Tensor());
+      loss_of(form).backward();
+      CHECK(same_bits(w.grad(), plain));
+      CHECK(same_bits(b.grad(), plain_b));
+      CHECK(w.grad().data_ptr() == buffer.data_ptr());  // written there, not copied
+      CHECK(same_bits(buffer, plain));
+      CHECK(flat[0].item<double>() == 7.0);  // nothing around the slot touched
+      CHECK(flat[31].item<double>() == 7.0);
+      // a second backward accumulates into the gradient it has, the buffer
+      loss_of(form).backward();
+      CHECK(w.grad().data_ptr() == buffer.data_ptr());
+      CHECK(allclose(w.grad(), plain * 2.0, 1e-6, 1e-6));
+      autograd::set_grad_buffer(w, Tensor());
+      w.set_grad(Tensor());
+      loss_of(form).backward();
+      CHECK(w.grad().data_ptr() != buffer.data_ptr());  // none any more
+      CHECK(same_bits(w.grad(), plain));
+    }
+    // grad() returns its own tensors, and create_graph's gradients stay recorded ops: neither
+    // writes into the buffer
+    Tensor flat = full({28}, 7.0, {.dtype = dt}), buffer = flat.reshape({4, 7});
+    autograd::set_grad_buffer(w, buffer);
+    w.set_grad(Tensor());
+    std::vector<Tensor> g = autograd::grad({linear(x, w, b).square().sum()}, {w});
+    CHECK(g[0].data_ptr() != buffer.data_ptr());
+    CHECK(!w.grad().defined());
+    std::vector<Tensor> g2 = autograd::grad({linear(x, w, b).square().sum()}, {w}, {}, {.create_graph = true});
+    CHECK(g2[0].data_ptr() != buffer.data_ptr());
+    CHECK(g2[0].grad_fn() != nullptr);
+    CHECK((flat == 7.0).all().item<bool>());
+    autograd::set_grad_buffer(w, Tensor());
+    w.set_grad(Tensor());
+  }
+  // a buffer of another shape, dtype or layout is refused, naming both sides
+  Tensor w = randn({4, 7}).requires_grad_();
+  REQUIRE_THROWS_WITH(autograd::set_grad_buffer(w, zeros({7, 4})),
+                      Catch::Matchers::Contains("set_grad_buffer") && Catch::Matchers::Contains("[4, 7]") &&
+                          Catch::Matchers::Contains("[7, 4]"));
+  REQUIRE_THROWS_WITH(autograd::set_grad_buffer(w, zeros({4, 7}, {.dtype = DType::f64})),
+                      Catch::Matchers::Contains("f64"));
+  REQUIRE_THROWS_WITH(autograd::set_grad_buffer(w, zeros({7, 4}).t()), Catch::Matchers::Contains("strided"));
 }
