@@ -15,11 +15,14 @@
 // alone), and the bytes each rank sends per
 // step (a ring all-reduce sends 2 (n-1)/n of the gradient bytes).
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include <fcntl.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <unistd.h>
 
 #include "reel_bench.h"
@@ -145,6 +148,22 @@ void run(const bench::Args& args, const char* name, nn::Sequential model, Dims i
                 std::vector<double>{sent}, extra + ", \"buckets\": " + std::to_string(ddp->bucket_count()));
 }
 
+// Milliseconds per training step over n steps of `forward` (a DistributedDataParallel or
+// the model itself) on one batch, the host waiting for the last loss.
+template <typename Forward>
+double ms_per_step(Forward&& forward, optim::SGD& opt, const Tensor& x, const Tensor& y, int64_t n) {
+  double t0 = bench::now_s();
+  Tensor loss;
+  for (int64_t i = 0; i < n; ++i) {
+    loss = cross_entropy(forward(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  (void)loss.item<float>();
+  return 1e3 * (bench::now_s() - t0) / double(n);
+}
+
 // --only transports (under mpirun): W4's DDP step with the buckets summed in shared memory
 // and through MPI, two replicas in one job, alternated rep by rep so that both see the same
 // machine (a VM's speed drifts by more than their difference between separate runs; with
@@ -166,16 +185,7 @@ void transports(const bench::Args& args, dist::ProcessGroup& pg) {
     // the same dropout masks for both replicas' k-th block of steps
     manual_seed(uint64_t(100 + pg.rank()) + 1000 * uint64_t(blocks[&ddp == &mpi]++));
     pg.barrier();
-    double t0 = bench::now_s();
-    Tensor loss;
-    for (int64_t i = 0; i < n; ++i) {
-      loss = cross_entropy(ddp(x), y);
-      opt.zero_grad();
-      loss.backward();
-      opt.step();
-    }
-    (void)loss.item<float>();
-    return 1e3 * (bench::now_s() - t0) / double(n);
+    return ms_per_step(ddp, opt, x, y, n);
   };
   timed(shm, shm_opt, 3), timed(mpi, mpi_opt, 3);  // warm-up
   std::vector<double> shm_ms, mpi_ms;
@@ -238,37 +248,31 @@ void paired(const bench::Args& args, dist::ProcessGroup& pg) {
   auto ddp_block = [&](int64_t n) {
     set_num_threads(1);
     pg.barrier();
-    double t0 = bench::now_s();
-    Tensor loss;
-    for (int64_t i = 0; i < n; ++i) {
-      loss = cross_entropy(ddp(x), y);
-      ddp_opt.zero_grad();
-      loss.backward();
-      ddp_opt.step();
-    }
-    (void)loss.item<float>();
-    return 1e3 * (bench::now_s() - t0) / double(n);
+    return ms_per_step(ddp, ddp_opt, x, y, n);
   };
-  // Rank 1 sleeps through rank 0's block: it polls a nonblocking all-reduce every 200 µs
-  // (a barrier would spin on the core the block needs).
+  // Rank 1 sleeps through rank 0's block in sem_wait on a named semaphore: a barrier would
+  // spin on the core the block needs, and even a poll every 200 µs slowed the block's two
+  // threads by 10-15% (each wake-up preempts one of them, and every OpenMP barrier waits for it).
+  Tensor pid = scalar_tensor(double(::getpid()), {.dtype = DType::f64});
+  pg.broadcast(pid, 0);
+  const std::string sem_name = "/reel-w13-paired-" + std::to_string(int64_t(pid.item<double>()));
+  sem_t* done = ::sem_open(sem_name.c_str(), O_CREAT, 0600, 0);
+  if (done == SEM_FAILED) {
+    std::fprintf(stderr, "--only paired: sem_open %s: %s\n", sem_name.c_str(), std::strerror(errno));
+    std::exit(2);
+  }
+  pg.barrier();
+  if (pg.rank() == 0) ::sem_unlink(sem_name.c_str());  // both hold it open
   auto one_block = [&](int64_t n) {
-    Tensor token = zeros({1});
     double ms = 0;
     if (pg.rank() == 0) {
       set_num_threads(2);
-      double t0 = bench::now_s();
-      Tensor loss;
-      for (int64_t i = 0; i < n; ++i) {
-        loss = cross_entropy((*one_model)(x64), y64);
-        one_opt->zero_grad();
-        loss.backward();
-        one_opt->step();
+      ms = ms_per_step([&](const Tensor& in) { return (*one_model)(in); }, *one_opt, x64, y64, n);
+      ::sem_post(done);
+    } else {
+      while (::sem_wait(done) != 0 && errno == EINTR) {
       }
-      (void)loss.item<float>();
-      ms = 1e3 * (bench::now_s() - t0) / double(n);
     }
-    dist::Work w = pg.all_reduce_async(token, dist::ReduceOp::sum);
-    while (!w.test()) ::usleep(200);
     return ms;
   };
   ddp_block(3), one_block(3);  // warm-up
@@ -283,6 +287,7 @@ void paired(const bench::Args& args, dist::ProcessGroup& pg) {
   bench::report(args, "W13", "reel", "cpu", "w4_paired_ddp_step_ms", ddp_ms, extra);
   bench::report(args, "W13", "reel", "cpu", "w4_paired_1proc_step_ms", one_ms, extra);
   bench::report(args, "W13", "reel", "cpu", "w4_ddp_over_1proc_paired", ratio, extra);
+  ::sem_close(done);
 }
 
 // --only sweep (under mpirun): one all-reduce alone, 4 B to 64 MiB, median µs per size:
