@@ -225,6 +225,10 @@ void set_grad_buffer(const Tensor& leaf, const Tensor& buffer) {
   leaf.impl()->grad_buffer = buffer.defined() ? Ref<TensorImpl>(buffer.impl()) : Ref<TensorImpl>();
 }
 
+Tensor grad_buffer(const Tensor& leaf) {
+  return leaf.impl()->grad_buffer ? Tensor(leaf.impl()->grad_buffer) : Tensor();
+}
+
 Tensor internal::grad_buffer_for(const Node& n, size_t input, DType dtype) {
   if (!t_leaf_buffers || grad_enabled()) return {};
   TensorImpl* leaf = n.edges[input].leaf.get();

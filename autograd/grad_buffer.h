@@ -13,6 +13,8 @@ namespace reel::autograd {
 // `buffer`: the leaf's shape, dtype and device, contiguous; undefined: none (as at first).
 // The leaf's .grad() then is `buffer` itself after a backward that wrote it there.
 void set_grad_buffer(const Tensor& leaf, const Tensor& buffer);
+// The leaf's buffer, or undefined.
+Tensor grad_buffer(const Tensor& leaf);
 
 namespace internal {
 // For a backward rule: the buffer that input `input`'s gradient, of `dtype`, may be written

@@ -149,7 +149,10 @@ void DistributedDataParallel::progress_loop() {
 
 DistributedDataParallel::~DistributedDataParallel() {
   for (uint64_t id : hook_ids_) autograd::remove_backward_hook(id);
-  for (Param& p : params_) autograd::set_grad_buffer(p.t, Tensor());
+  for (Param& p : params_) {  // (unless another DistributedDataParallel of this model has set its own since)
+    Tensor mine = buckets_[p.bucket].flat.narrow(0, p.offset, p.t.numel()), now = autograd::grad_buffer(p.t);
+    if (now.defined() && now.data_ptr() == mine.data_ptr()) autograd::set_grad_buffer(p.t, Tensor());
+  }
   if (progress_thread_.joinable()) {
     {
       std::lock_guard lock(mu_);

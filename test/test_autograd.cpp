@@ -288,6 +288,7 @@ TEST_CASE("a leaf's gradient buffer: linear's weight gradient written there, wit
       // the buffer a narrow of a larger flat tensor, as a bucket's slot
       Tensor flat = full({3 + 28 + 2}, 7.0, {.dtype = dt}), buffer = flat.narrow(0, 3, 28).reshape({4, 7});
       autograd::set_grad_buffer(w, buffer);
+      REQUIRE(autograd::grad_buffer(w).data_ptr() == buffer.data_ptr());
       w.set_grad(Tensor()), b.set_grad(Tensor());
       loss_of(form).backward();
       CHECK(same_bits(w.grad(), plain));
@@ -301,6 +302,7 @@ TEST_CASE("a leaf's gradient buffer: linear's weight gradient written there, wit
       CHECK(w.grad().data_ptr() == buffer.data_ptr());
       CHECK(allclose(w.grad(), plain * 2.0, 1e-6, 1e-6));
       autograd::set_grad_buffer(w, Tensor());
+      CHECK(!autograd::grad_buffer(w).defined());
       w.set_grad(Tensor());
       loss_of(form).backward();
       CHECK(w.grad().data_ptr() != buffer.data_ptr());  // none any more
