@@ -6,10 +6,9 @@
 // it fills y past each sequence's end with 0 and takes hy at each sequence's last step, and
 // starts the reverse direction there, as PyTorch's packed sequences give.
 //
-// Weights: cuDNN's weight space holds each parameter as one contiguous run at the offset
-// internal/rnn_stack.h's layout gives (checked against cudnnGetRNNWeightParams once per
-// configuration, an Error naming both sides where they differ), so packing is one device
-// copy per parameter. The packed space is cached per set of weights and reused while their
+// Weights: packed at the offsets cudnnGetRNNWeightParams reports for every gate (asked once
+// per configuration): one device copy per parameter where its gates lie in one run, as
+// cuDNN's documented layout has them (internal/rnn_stack.h), one per gate otherwise. The packed space is cached per set of weights and reused while their
 // storages' versions (bumped by every in-place write: optimizer steps, copy_,
 // load_state_dict) and the count of graph replays stay put: a training loop packs once per
 // optimizer step (rnn_stack_packs() counts). A repack writes a fresh space, so a tape entry
@@ -74,6 +73,8 @@ struct StackPlan {
   cudnnRNNDescriptor_t rnn = nullptr;
   size_t weight_bytes = 0;
   rnn_stack::Layout layout;
+  std::vector<std::vector<rnn_stack::Copy>> copies;  // per slot: where its gates go (map_layout)
+  int64_t covered = 0;  // elements the copies write: fewer than the space's where cuDNN pads it
   std::map<std::pair<int64_t, int64_t>, Tensor> full_lengths;  // (T, B) -> i32 [B] of T, on the device
   std::list<Packed> packed;  // most recently used first
 };
@@ -86,16 +87,16 @@ struct StackState : RnnHandle {
 };
 StackState& state_of(Context& ctx) { return rnn_state_of<StackState>(ctx, kOp); }
 
-// Checks every gate of every parameter where cuDNN puts it against the layout: packing
-// copies whole parameters to the layout's offsets, so a cuDNN that moved them must stop here.
-void check_layout(Context& ctx, StackState& st, const StackPlan& pl, size_t elem) {
-  if (std::string e = rnn_stack::size_problem(int64_t(pl.weight_bytes / elem), pl.layout.elements); !e.empty())
-    throw Error(e);
+// Asks cuDNN where it puts every gate of every parameter, and turns the answers into the
+// copies that pack the weights (and unpack their gradients).
+void map_layout(Context& ctx, StackState& st, StackPlan& pl, size_t elem) {
   if (!st.m) check_dnn(cudnnCreateTensorDescriptor(&st.m), "cudnnCreateTensorDescriptor");
   if (!st.b) check_dnn(cudnnCreateTensorDescriptor(&st.b), "cudnnCreateTensorDescriptor");
   DeviceBuffer space(ctx, pl.weight_bytes);  // only addresses are computed from it
   const char* base = static_cast<const char*>(space.get());
-  for (const rnn_stack::Slot& s : pl.layout.slots)
+  pl.copies.clear();
+  for (const rnn_stack::Slot& s : pl.layout.slots) {
+    std::vector<int64_t> reported;
     for (int64_t g = 0; g < pl.layout.gates; ++g) {
       void* m = nullptr;
       void* b = nullptr;
@@ -103,9 +104,13 @@ void check_layout(Context& ctx, StackState& st, const StackPlan& pl, size_t elem
                                         int32_t(s.first_id + g), st.m, &m, st.b, &b),
                 "cudnnGetRNNWeightParams");
       const char* at = static_cast<const char*>(s.bias ? b : m);
-      const int64_t reported = at ? int64_t(at - base) / int64_t(elem) : -1;
-      if (std::string e = rnn_stack::offset_problem(s, g, reported); !e.empty()) throw Error(e);
+      reported.push_back(at ? int64_t(at - base) / int64_t(elem) : -1);
     }
+    std::string why;
+    pl.copies.push_back(rnn_stack::gate_copies(s, reported, int64_t(pl.weight_bytes / elem), &why));
+    if (!why.empty()) throw Error(why + "; run with REEL_CUDNN_RNN=layers");
+    for (const rnn_stack::Copy& c : pl.copies.back()) pl.covered += c.count;
+  }
 }
 
 StackPlan& plan_for(Context& ctx, StackState& st, const RnnStackParams& p, DType dtype) {
@@ -127,7 +132,7 @@ StackPlan& plan_for(Context& ctx, StackState& st, const RnnStackParams& p, DType
             "cudnnSetRNNDescriptor_v8");
   check_dnn(cudnnGetRNNWeightSpaceSize(st.handle, pl.rnn, &pl.weight_bytes), "cudnnGetRNNWeightSpaceSize");
   pl.layout = rnn_stack::layout(rnn_gates(p.mode), p.layers, p.directions, p.I, p.H, p.bias);
-  check_layout(ctx, st, pl, dtype_size(dtype));
+  map_layout(ctx, st, pl, dtype_size(dtype));
   return st.plans.emplace(key, std::move(pl)).first->second;
 }
 
@@ -228,10 +233,13 @@ Tensor packed_weights(Context& ctx, StackPlan& pl, const std::vector<Tensor>& w)
   Tensor space = scratch(ctx, {int64_t(pl.weight_bytes)}, DType::u8);
   const size_t elem = dtype_size(w[0].dtype());
   char* base = static_cast<char*>(space.data_ptr());
+  if (size_t(pl.covered) * elem < pl.weight_bytes)  // padding cuDNN may read: defined, not stale
+    check(cudaMemsetAsync(base, 0, pl.weight_bytes, ctx.stream), kOp, "cudaMemsetAsync");
   for (size_t i = 0; i < w.size(); ++i)
-    check(cudaMemcpyAsync(base + size_t(slots[i].offset) * elem, w[i].data_ptr(), size_t(slots[i].numel) * elem,
-                          cudaMemcpyDeviceToDevice, ctx.stream),
-          kOp, "weight packing copy");
+    for (const rnn_stack::Copy& c : pl.copies[i])
+      check(cudaMemcpyAsync(base + size_t(c.to) * elem, static_cast<const char*>(w[i].data_ptr()) + size_t(c.from) * elem,
+                            size_t(c.count) * elem, cudaMemcpyDeviceToDevice, ctx.stream),
+            kOp, "weight packing copy");
   g_packs.fetch_add(1, std::memory_order_relaxed);
   if (capturing) return space;
   Packed entry{{}, now, replays, space};
@@ -319,9 +327,11 @@ bool CudaBackend::rnn_stack_backward(const RnnStackParams& p, const Tensor& gx, 
   if (gweights.size() != slots.size())
     throw Error(fmt::format("rnn: expected {} weight gradients for the stack, got {}", slots.size(), gweights.size()));
   for (size_t i = 0; i < slots.size(); ++i)
-    check(cudaMemcpyAsync(gweights[i].data_ptr(), dweights.as<char>() + size_t(slots[i].offset) * elem,
-                          size_t(slots[i].numel) * elem, cudaMemcpyDeviceToDevice, c.stream),
-          kOp, "weight gradient copy");
+    for (const rnn_stack::Copy& k : pl.copies[i])
+      check(cudaMemcpyAsync(static_cast<char*>(gweights[i].data_ptr()) + size_t(k.from) * elem,
+                            dweights.as<char>() + size_t(k.to) * elem, size_t(k.count) * elem,
+                            cudaMemcpyDeviceToDevice, c.stream),
+            kOp, "weight gradient copy");
   return true;
 }
 

@@ -134,19 +134,40 @@ TEST_CASE("PyTorch's RNN parameters map to cuDNN's pseudo-layers, linear layers 
   CHECK(r.elements == 3 * (42 + 36 + 12) - 2 * 6);  // layer 0 reads [6, 7], layers 1 and 2 [6, 6]
 }
 
-TEST_CASE("a weight space laid out otherwise than expected is an error naming both sides", "[cuda][rules][rnn]") {
-  rs::Layout g = rs::layout(3, 2, 2, 5, 4, true);
-  CHECK(rs::offset_problem(g.slots[1], 2, 92) == "");
-  CHECK(rs::offset_problem(g.slots[1], 2, 100) ==
-        "rnn: cuDNN's weight space puts weight_hh_l0 gate 2 (pseudoLayer 0, linLayerID 5, matrix) at element 100, "
-        "reel's layout expects element 92: this cuDNN packs weights differently; run with REEL_CUDNN_RNN=layers");
-  CHECK_THAT(rs::offset_problem(g.slots[14], 0, -1),
-             Catch::Contains("bias_ih_l1_reverse gate 0 (pseudoLayer 3, linLayerID 0, bias) at element -1") &&
-                 Catch::Contains("expects element 576"));
-  CHECK(rs::size_problem(600, 600) == "");
-  CHECK(rs::size_problem(608, 600) ==
-        "rnn: cuDNN's weight space holds 608 elements, reel's layout expects 600: this cuDNN packs weights "
-        "differently; run with REEL_CUDNN_RNN=layers");
+TEST_CASE("weights are packed where cuDNN reports each gate: one copy a parameter in one run, one a gate else",
+          "[cuda][rules][rnn]") {
+  rs::Layout g = rs::layout(3, 2, 2, 5, 4, true);  // GRU, 2 layers, both directions, I 5, H 4
+  const rs::Slot& w_hh = g.slots[1];                 // weight_hh_l0: three [4, 4] blocks at 60
+  std::string why;
+  // where the documented layout puts them: one copy of the whole parameter
+  std::vector<rs::Copy> c = rs::gate_copies(w_hh, {60, 76, 92}, 600, &why);
+  CHECK(why.empty());
+  REQUIRE(c.size() == 1);
+  CHECK((c[0].from == 0 && c[0].to == 60 && c[0].count == 48));
+  for (int64_t gate = 0; gate < 3; ++gate) CHECK(rs::gate_offset(w_hh, gate) == 60 + 16 * gate);
+  // the gates in the other order, with padding: a copy a gate, from the parameter's rows
+  c = rs::gate_copies(w_hh, {104, 84, 60}, 640, &why);
+  CHECK(why.empty());
+  REQUIRE(c.size() == 3);
+  CHECK((c[0].from == 0 && c[0].to == 104 && c[0].count == 16));
+  CHECK((c[1].from == 16 && c[1].to == 84 && c[1].count == 16));
+  CHECK((c[2].from == 32 && c[2].to == 60 && c[2].count == 16));
+  // two gates in a run, the third apart: two copies
+  c = rs::gate_copies(w_hh, {60, 76, 100}, 640, &why);
+  REQUIRE(c.size() == 2);
+  CHECK((c[0].from == 0 && c[0].count == 32 && c[1].from == 32 && c[1].to == 100 && c[1].count == 16));
+  // a bias: [4] blocks
+  c = rs::gate_copies(g.slots[14], {576, 580, 584}, 600, &why);
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].count == 12);
+  // a gate cuDNN did not place, or one past the space's end: nothing to pack, and why
+  CHECK(rs::gate_copies(g.slots[14], {576, -1, 584}, 600, &why).empty());
+  CHECK(why == "rnn: cuDNN's weight space has no place for bias_ih_l1_reverse gate 1 (pseudoLayer 3, linLayerID 1, "
+               "bias, 4 elements of 600)");
+  why.clear();
+  CHECK(rs::gate_copies(w_hh, {60, 76, 590}, 600, &why).empty());
+  CHECK_THAT(why, Catch::Contains("ends before weight_hh_l0 gate 2 (pseudoLayer 0, linLayerID 5, matrix, 16 "
+                                  "elements at element 590 of 600)"));
 }
 
 TEST_CASE("the packed weight space is rewritten only when a weight changed", "[cuda][rules][rnn]") {

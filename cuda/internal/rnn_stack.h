@@ -109,23 +109,40 @@ inline Layout layout(int64_t gates, int64_t layers, int64_t directions, int64_t 
 // Where gate `gate` of slot s starts, as cudnnGetRNNWeightParams should report it for
 // (s.pseudo_layer, s.first_id + gate), in elements from the space's start.
 inline int64_t gate_offset(const Slot& s, int64_t gate) { return s.offset + gate * s.rows * s.cols; }
-// "" when cuDNN reports what the layout expects, else both sides named: the runtime checks
-// every gate of every parameter once per configuration and refuses to run on a mismatch
-// (a cuDNN whose layout moved would otherwise train on scrambled weights).
-inline std::string offset_problem(const Slot& s, int64_t gate, int64_t reported) {
-  const int64_t expected = gate_offset(s, gate);
-  if (reported == expected) return "";
-  return "rnn: cuDNN's weight space puts " + s.name + " gate " + std::to_string(gate) +
-         " (pseudoLayer " + std::to_string(s.pseudo_layer) + ", linLayerID " + std::to_string(s.first_id + gate) +
-         ", " + (s.bias ? "bias" : "matrix") + ") at element " + std::to_string(reported) +
-         ", reel's layout expects element " + std::to_string(expected) +
-         ": this cuDNN packs weights differently; run with REEL_CUDNN_RNN=layers";
-}
-inline std::string size_problem(int64_t reported_elements, int64_t expected_elements) {
-  if (reported_elements == expected_elements) return "";
-  return "rnn: cuDNN's weight space holds " + std::to_string(reported_elements) +
-         " elements, reel's layout expects " + std::to_string(expected_elements) +
-         ": this cuDNN packs weights differently; run with REEL_CUDNN_RNN=layers";
+// ---- packing by what cuDNN reports
+// The layout above is what cuDNN's documentation describes; the runtime still packs by the
+// offsets cudnnGetRNNWeightParams reports for every gate (once per configuration), so that a
+// cuDNN which lays the space out otherwise (another order, padding) is packed right, not
+// refused: one device copy a parameter where its gates lie in one run, one a gate otherwise.
+// A copy of `count` elements from the parameter's element `from` to the space's element `to`
+// (the gradient's unpacking runs it backwards).
+struct Copy {
+  int64_t from = 0, to = 0, count = 0;
+};
+// The copies for slot s, whose gate g cuDNN reports at reported[g] (elements from the space's
+// start, -1: not placed), in a space of `space_elements`. Empty, with *why set, where a gate is
+// not placed or does not fit: the stack cannot run (the caller names REEL_CUDNN_RNN=layers).
+inline std::vector<Copy> gate_copies(const Slot& s, const std::vector<int64_t>& reported, int64_t space_elements,
+                                     std::string* why) {
+  const int64_t block = s.rows * s.cols;
+  std::vector<Copy> out;
+  for (size_t g = 0; g < reported.size(); ++g) {
+    const int64_t at = reported[g];
+    if (at < 0 || at + block > space_elements) {
+      *why = "rnn: cuDNN's weight space " + std::string(at < 0 ? "has no place for " : "ends before ") + s.name +
+             " gate " + std::to_string(g) + " (pseudoLayer " + std::to_string(s.pseudo_layer) + ", linLayerID " +
+             std::to_string(s.first_id + int64_t(g)) + ", " + (s.bias ? "bias" : "matrix") + ", " +
+             std::to_string(block) + " elements" + (at < 0 ? "" : " at element " + std::to_string(at)) + " of " +
+             std::to_string(space_elements) + ")";
+      return {};
+    }
+    const int64_t from = int64_t(g) * block;
+    if (!out.empty() && out.back().from + out.back().count == from && out.back().to + out.back().count == at)
+      out.back().count += block;  // the next gate right after the last: one run
+    else
+      out.push_back({from, at, block});
+  }
+  return out;
 }
 
 // ---- the packed weight space, cached: rewritten only when a weight changed
