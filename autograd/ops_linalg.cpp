@@ -74,17 +74,21 @@ Dims batch_shape(const OpScope& op, const Dims& a, const Dims& b) {
 }
 
 // y [batch..., M, N] = a [..., M, K] @ b [..., K, N], both at least 2-D and checked
+// y = a @ b over `batch` into a contiguous y (a fresh tensor, or a leaf's gradient buffer)
+void product_into(const Tensor& y, const Tensor& a, const Tensor& b, const Dims& batch) {
+  if (y.numel() == 0) return;
+  Dims flat{numel_of(batch), a.size(-2), b.size(-1)};
+  backend_of(a).matmul(make_view(y, flat, contiguous_strides(flat), y.offset()), as_batched(a, batch),
+                       as_batched(b, batch), Tensor(), false);
+}
+
 Tensor batched_product(const OpScope& op, const Tensor& a, const Tensor& b) {
   Dims batch = batch_shape(op, a.shape(), b.shape());
-  int64_t M = a.size(-2), N = b.size(-1);
   Dims shape = batch;
-  shape.push_back(M);
-  shape.push_back(N);
+  shape.push_back(a.size(-2));
+  shape.push_back(b.size(-1));
   Tensor y = new_tensor(shape, a.dtype(), a.device());
-  if (y.numel() == 0) return y;
-  Dims flat{numel_of(batch), M, N};
-  backend_of(a).matmul(make_view(y, flat, contiguous_strides(flat), 0), as_batched(a, batch), as_batched(b, batch),
-                       Tensor(), false);
+  product_into(y, a, b, batch);
   return y;
 }
 
@@ -140,12 +144,10 @@ Tensor product_as(DType dtype, const Tensor& a, const Tensor& b, const Tensor& i
   if (grad_enabled() || (dtype == a.dtype() && !into.defined())) return matmul(a, b);
   Tensor y = into.defined() ? into : new_tensor({a.size(0), b.size(1)}, dtype, a.device());
   if (y.numel() == 0) return y;
-  const Dims flat{1, a.size(0), b.size(1)};
-  if (dtype == a.dtype())  // as batched_product does it
-    backend_of(a).matmul(make_view(y, flat, contiguous_strides(flat), y.offset()), as_batched(a, {}),
-                         as_batched(b, {}), Tensor(), false);
+  if (dtype == a.dtype())  // matmul()'s own call
+    product_into(y, a, b, {});
   else
-    backend_of(a).matmul(make_view(y, flat, {0, b.size(1), 1}, y.offset()),
+    backend_of(a).matmul(make_view(y, {1, a.size(0), b.size(1)}, {0, b.size(1), 1}, y.offset()),
                          make_view(a, {1, a.size(0), a.size(1)}, {0, a.stride(0), a.stride(1)}, a.offset()),
                          make_view(b, {1, b.size(0), b.size(1)}, {0, b.stride(0), b.stride(1)}, b.offset()), Tensor(),
                          false);

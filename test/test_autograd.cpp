@@ -308,6 +308,29 @@ TEST_CASE("a leaf's gradient buffer: linear's weight gradient written there, wit
       CHECK(w.grad().data_ptr() != buffer.data_ptr());  // none any more
       CHECK(same_bits(w.grad(), plain));
     }
+    // PyTorch's table cases for the product written in place: inf and NaN inputs give the plain
+    // path's bits (NaN where PyTorch has NaN), and an empty batch a zero gradient over a buffer
+    // that held something else
+    for (int kind = 0; kind < 2; ++kind) {
+      CAPTURE(kind);
+      Tensor xs = kind == 0 ? x.clone() : zeros({0, 7}, {.dtype = dt});
+      if (kind == 0) {
+        xs.index_put_({tensor({0}, {.dtype = DType::i64})}, full({7}, INFINITY, {.dtype = dt}));
+        xs.index_put_({tensor({2}, {.dtype = DType::i64})}, full({7}, NAN, {.dtype = dt}));
+      }
+      w.set_grad(Tensor());
+      linear(xs, w, b).sum().backward();
+      const Tensor plain = w.grad().clone();
+      Tensor flat = full({28}, 7.0, {.dtype = dt}), buffer = flat.reshape({4, 7});
+      autograd::set_grad_buffer(w, buffer);
+      w.set_grad(Tensor());
+      linear(xs, w, b).sum().backward();
+      CHECK(w.grad().data_ptr() == buffer.data_ptr());
+      CHECK(same_bits(w.grad(), plain));
+      if (kind == 0) CHECK(w.grad().isnan().any().item<bool>());
+      else CHECK((w.grad() == 0.0).all().item<bool>());
+      autograd::set_grad_buffer(w, Tensor());
+    }
     // grad() returns its own tensors, and create_graph's gradients stay recorded ops: neither
     // writes into the buffer
     Tensor flat = full({28}, 7.0, {.dtype = dt}), buffer = flat.reshape({4, 7});
