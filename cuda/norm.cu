@@ -11,15 +11,30 @@
 //   Eval: the running statistics give the scale and shift (and save_mean/save_invstd,
 //   which the backward reads). Backward: the same sums over gy and gy (x - mean) give
 //   gb and gw, and gx = a[c] gy + b[c] (x - mean[c]) + d[c].
+// batch_norm_relu, REEL_CUDA_BN_RELU=fused (internal/bn_relu.h): the same kernels over each
+//   piece of the never-made concatenation where it lies (geometry::BnPiece): its channel
+//   sums, its scale and shift, and y = relu(x * scale + shift) written at its channels of y
+//   in the same pass; backward, gy masked by y > 0 inside the sums and inside the gx write,
+//   each piece's gx written into its own tensor. The arithmetic is the separate path's
+//   (batch norm's kernels, then relu / relu_backward) in the same order: one piece gives
+//   its bits, several split the channel sums otherwise (rounding only). The fused path
+//   saves the relu pass over y, the masked gradient's write and read, and for several
+//   pieces the joined copies of x (forward and backward) and of gx.
 // layer_norm, x [rows, D]: a warp per row (D <= 1024) or a block per row; two reads of
 //   the row (sums, then the normalised write) that the second finds in cache. Backward:
 //   per row two sums give gx; gw and gb are column sums over rows, 32 columns per
 //   block, split over rows and combined in a fixed order.
 // Floor: memory bandwidth (x read twice or three times, y written once).
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "cuda.h"
 #include "internal/allocator.h"
+#include "internal/bn_relu.h"
 #include "internal/launch_geometry.h"
 #include "elementwise.cuh"
 
@@ -67,18 +82,29 @@ struct BnSums {
   const void* gy;     // null: statistics
   const void* mean;   // per channel, with gy
   int64_t n, c, s;    // x is [n, c, s]
+  const void* y = nullptr;    // MASKED: relu's output, whose y > 0 masks gy
+  geometry::BnPiece piece{};  // MASKED: where x's channels lie in gy and y
 };
 
+// relu's gradient as the separate path's relu_backward writes it (NaN in y passes g)
 template <typename T>
-__device__ __forceinline__ double2 term(const BnSums& a, int64_t off, int64_t ch) {
+__device__ __forceinline__ T relu_masked(T g, T y) { return y <= T(0) ? T(0) : g; }
+
+// MASKED (batch_norm_relu fused): gy and y read at the piece's index in y, gy masked by y
+template <typename T, bool MASKED>
+__device__ __forceinline__ double2 term(const BnSums& a, int64_t off, int64_t full, int64_t ch) {
   double x = double(static_cast<const T*>(a.x)[off]);
   if (!a.gy) return make_double2(x, x * x);
-  double g = double(static_cast<const T*>(a.gy)[off]);
+  double g;
+  if constexpr (MASKED)
+    g = double(relu_masked(static_cast<const T*>(a.gy)[full], static_cast<const T*>(a.y)[full]));
+  else
+    g = double(static_cast<const T*>(a.gy)[off]);
   return make_double2(g, g * (x - double(static_cast<const T*>(a.mean)[ch])));
 }
 
 // grid (C, splits): block (c, k) sums the elements of channel c in its part of [0, N*S)
-template <typename T>
+template <typename T, bool MASKED>
 __global__ void __launch_bounds__(kThreads) bn_sums_planes(BnSums a, double2* partial, int64_t chunk) {
   __shared__ double2 smem[kThreads / 32];
   int64_t ch = blockIdx.x, total = a.n * a.s;
@@ -86,14 +112,14 @@ __global__ void __launch_bounds__(kThreads) bn_sums_planes(BnSums a, double2* pa
   double2 acc = make_double2(0, 0);
   for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) {
     int64_t n = i / a.s, s = i - n * a.s;
-    acc = add2(acc, term<T>(a, (n * a.c + ch) * a.s + s, ch));
+    acc = add2(acc, term<T, MASKED>(a, (n * a.c + ch) * a.s + s, MASKED ? a.piece.at(n, ch, s) : 0, ch));
   }
   acc = group_sum<kThreads>(acc, smem);
   if (threadIdx.x == 0) partial[int64_t(blockIdx.y) * a.c + ch] = acc;
 }
 
 // S == 1: block (32 channels, 8 row groups); grid (ceil(C/32), splits of N)
-template <typename T>
+template <typename T, bool MASKED>
 __global__ void __launch_bounds__(kThreads) bn_sums_cols(BnSums a, double2* partial, int64_t chunk) {
   __shared__ double2 smem[kThreads];
   int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
@@ -101,7 +127,8 @@ __global__ void __launch_bounds__(kThreads) bn_sums_cols(BnSums a, double2* part
   int64_t lo = int64_t(blockIdx.y) * chunk, hi = lo + chunk < a.n ? lo + chunk : a.n;
   double2 acc = make_double2(0, 0);
   if (ch < a.c)
-    for (int64_t n = lo + ty; n < hi; n += kThreads / 32) acc = add2(acc, term<T>(a, n * a.c + ch, ch));
+    for (int64_t n = lo + ty; n < hi; n += kThreads / 32)
+      acc = add2(acc, term<T, MASKED>(a, n * a.c + ch, MASKED ? a.piece.at(n, ch, 0) : 0, ch));
   smem[threadIdx.x] = acc;
   __syncthreads();
   if (ty == 0 && ch < a.c) {
@@ -112,16 +139,16 @@ __global__ void __launch_bounds__(kThreads) bn_sums_cols(BnSums a, double2* part
 
 // Launches the channel sums; returns the partial buffer [splits, C] and the split count.
 // The grid and the buffer come from one geometry::bn_sums (internal/launch_geometry.h).
-template <typename T>
+template <typename T, bool MASKED = false>
 int bn_sums(Context& ctx, const BnSums& a, std::optional<DeviceBuffer>& partial) {
   geometry::SplitGrid g = geometry::bn_sums(a.n, a.c, a.s, ctx.sm_count);
   partial.emplace(ctx, size_t(g.partial_elems()) * sizeof(double2));
   dim3 grid{unsigned(g.blocks), unsigned(g.splits), 1u};
   if (a.s == 1)
-    bn_sums_cols<T><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
+    bn_sums_cols<T, MASKED><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
   else
-    bn_sums_planes<T><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
-  check_launch("batch_norm");
+    bn_sums_planes<T, MASKED><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
+  check_launch(MASKED ? "batch_norm_relu_backward" : "batch_norm");
   return int(g.splits);
 }
 
@@ -215,6 +242,94 @@ template <typename T>
 const T* cp(const Tensor& t) { return t.defined() && t.numel() ? static_cast<const T*>(t.data_ptr()) : nullptr; }
 template <typename T>
 T* mp(const Tensor& t) { return t.defined() && t.numel() ? static_cast<T*>(t.data_ptr()) : nullptr; }
+
+// ---- batch_norm_relu, fused (REEL_CUDA_BN_RELU=fused)
+// A piece's batch index and channel from its own index i < n c s: 32-bit magic division
+// unless the piece passes 2^31 - 1 elements (wide).
+struct PieceIndex {
+  Divmod by_s, by_c;
+  bool wide;
+  geometry::BnPiece piece;
+  __device__ __forceinline__ void split(int64_t i, int64_t& nn, int64_t& ch) const {
+    if (wide) {
+      int64_t q = i / piece.s;
+      nn = q / piece.c;
+      ch = q - nn * piece.c;
+    } else {
+      uint32_t q = by_s.div(uint32_t(i)), n32 = by_c.div(q);
+      nn = int64_t(n32);
+      ch = int64_t(q - n32 * uint32_t(piece.c));
+    }
+  }
+};
+PieceIndex piece_index(const geometry::BnPiece& piece, int64_t total) {
+  bool wide = total > geometry::kU32Items;
+  return PieceIndex{Divmod(wide ? 1u : uint32_t(piece.s)), Divmod(wide ? 1u : uint32_t(piece.c)), wide, piece};
+}
+
+// y[full(i)] = relu(scale[c] x[i] + shift[c]), NaN kept: the normalised output and its relu in
+// one write, grid-stride over the piece. Floor: memory (x read once, y written once).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) bn_relu_apply(T* y, const T* x, const T* scale, const T* shift,
+                                                          int64_t total, PieceIndex at) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t nn, ch;
+    at.split(i, nn, ch);
+    T v = scale[ch] * x[i] + shift[ch];
+    y[at.piece.full(i, nn)] = v > T(0) || v != v ? v : T(0);  // unary.cu's relu
+  }
+}
+
+// gx[i] = a[c] g + b[c] (x[i] - m[c]) + d[c] with g = gy[full(i)] masked by y[full(i)] > 0
+// (x null: eval, the b term dropped), the masked g never stored. Floor: memory (gy, y and x
+// read once, gx written once).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) bn_relu_grad_apply(T* gx, const T* gy, const T* y, const T* x, const T* a,
+                                                               const T* b, const T* m, const T* d, int64_t total,
+                                                               PieceIndex at) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t nn, ch;
+    at.split(i, nn, ch);
+    const int64_t f = at.piece.full(i, nn);
+    T v = a[ch] * relu_masked(gy[f], y[f]) + d[ch];
+    if (x) v += b[ch] * (x[i] - m[ch]);
+    gx[i] = v;
+  }
+}
+
+// p + off, or null for an absent tensor
+template <typename P>
+P* shifted(P* p, int64_t off) { return p ? p + off : nullptr; }
+
+std::atomic<int> g_bn_relu_path{-1};  // bn_relu::Path once read or set; -1 before
+std::atomic<uint64_t> g_bn_relu_fused{0};
+
+bn_relu::Path chosen_bn_relu_path() {
+  int v = g_bn_relu_path.load(std::memory_order_relaxed);
+  if (v >= 0) return bn_relu::Path(v);
+  const char* env = std::getenv("REEL_CUDA_BN_RELU");
+  bn_relu::Path p = bn_relu::path_from_env(env);
+  if (p == bn_relu::Path::invalid) throw Error(bn_relu::invalid_path_message(env));
+  g_bn_relu_path.compare_exchange_strong(v, int(p), std::memory_order_relaxed);
+  return bn_relu::Path(g_bn_relu_path.load(std::memory_order_relaxed));
+}
+
+bool fused_bn_relu(const std::vector<Tensor>& xs, DType dtype) {
+  return bn_relu::fused({chosen_bn_relu_path(), dtype == DType::f32 || dtype == DType::f64, int64_t(xs.size())});
+}
+
+// The inner sizes of [n, C, *]: s = the product of the dims after the channels
+int64_t spatial(const Dims& shape) {
+  int64_t s = 1;
+  for (int k = 2; k < int(shape.size()); ++k) s *= shape[k];
+  return s;
+}
+
+std::vector<int64_t> channel_counts(const std::vector<Tensor>& xs) {
+  std::vector<int64_t> cs;
+  for (const Tensor& t : xs) cs.push_back(t.shape()[1]);
+  return cs;
+}
 
 // ---- layer norm
 template <typename T, int TPR>
@@ -383,6 +498,118 @@ void CudaBackend::batch_norm_backward(const Tensor& gx, const Tensor& gw, const 
   });
 }
 
+void CudaBackend::batch_norm_relu_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                          const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                                          const Tensor& running_mean, const Tensor& running_var, bool training,
+                                          double momentum, double eps) {
+  if (!fused_bn_relu(xs, out.dtype()))
+    return Backend::batch_norm_relu_forward(out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var,
+                                            training, momentum, eps);
+  constexpr const char* op = "batch_norm_relu";
+  expect_here(op, {&out, &save_mean, &save_invstd, &weight, &bias, &running_mean, &running_var});
+  for (const Tensor& x : xs) expect_here(op, {&x});
+  Context& c = ctx();
+  const int64_t n = out.shape()[0], C = out.shape()[1], s = spatial(out.shape());
+  if (C == 0) return;
+  if (!training && (!running_mean.defined() || !running_var.defined()))
+    throw Error("batch_norm_relu: evaluation mode needs running_mean and running_var");
+  if (training && n * s == 0) throw Error("batch_norm_relu: training needs at least one value per channel");
+  Tensor w = weight.defined() ? contiguous_copy(weight) : weight, b = bias.defined() ? contiguous_copy(bias) : bias;
+  Tensor rm = running_mean.defined() ? contiguous_copy(running_mean) : running_mean;
+  Tensor rv = running_var.defined() ? contiguous_copy(running_var) : running_var;
+  Tensor y = out.is_contiguous() ? out : scratch(c, out.shape(), out.dtype());
+  const std::vector<int64_t> counts = channel_counts(xs);
+  dispatch_float(out.dtype(), op, [&]<typename T>() {
+    DeviceBuffer coef(c, size_t(2 * C) * sizeof(T));
+    T* scale = coef.as<T>();
+    T* shift = scale + C;
+    for (size_t j = 0; j < xs.size(); ++j) {
+      const geometry::BnPiece piece = geometry::bn_piece(counts, j, s);
+      if (piece.c == 0) continue;
+      Tensor x = contiguous_copy(xs[j]);
+      const int64_t c0 = piece.c0;
+      std::optional<DeviceBuffer> partial;
+      BnParams p{piece.c, n * s, 1, training, running_mean.defined() && running_var.defined(), momentum, eps};
+      if (training) p.splits = bn_sums<T>(c, BnSums{x.data_ptr(), nullptr, nullptr, n, piece.c, s}, partial);
+      bn_finalize<T><<<c.grid_for(piece.c, kThreads), kThreads, 0, c.stream>>>(
+          partial ? partial->as<double2>() : nullptr, p, shifted(cp<T>(w), c0), shifted(cp<T>(b), c0),
+          shifted(mp<T>(rm), c0), shifted(mp<T>(rv), c0), shifted(mp<T>(save_mean), c0),
+          shifted(mp<T>(save_invstd), c0), scale + c0, shift + c0);
+      check_launch(op);
+      const int64_t total = n * piece.c * s;
+      if (total == 0) continue;
+      bn_relu_apply<T><<<c.grid_for(total, kThreads), kThreads, 0, c.stream>>>(
+          static_cast<T*>(y.data_ptr()), static_cast<const T*>(x.data_ptr()), scale + c0, shift + c0, total,
+          piece_index(piece, total));
+      check_launch(op);
+    }
+  });
+  if (training && rm.defined() && rm.impl() != running_mean.impl()) copy_same_device(running_mean, rm);
+  if (training && rv.defined() && rv.impl() != running_var.impl()) copy_same_device(running_var, rv);
+  if (y.impl() != out.impl() && out.numel()) copy_same_device(out, y);
+  g_bn_relu_fused.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CudaBackend::batch_norm_relu_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb,
+                                           const Tensor& gy_, const std::vector<Tensor>& xs, const Tensor& y_,
+                                           const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                                           bool training) {
+  if (!fused_bn_relu(xs, y_.dtype()))
+    return Backend::batch_norm_relu_backward(gxs, gw, gb, gy_, xs, y_, weight, save_mean, save_invstd, training);
+  constexpr const char* op = "batch_norm_relu_backward";
+  expect_here(op, {&gw, &gb, &gy_, &y_, &weight, &save_mean, &save_invstd});
+  for (const Tensor& x : xs) expect_here(op, {&x});
+  for (const Tensor& g : gxs) expect_here(op, {&g});
+  if (gxs.size() != xs.size())
+    throw Error(std::string(op) + ": expected a gradient slot for each of the " + std::to_string(xs.size()) +
+                " pieces, got " + std::to_string(gxs.size()));
+  Context& c = ctx();
+  Tensor gy = contiguous_copy(gy_), y = contiguous_copy(y_);
+  const int64_t n = y.shape()[0], C = y.shape()[1], s = spatial(y.shape());
+  if (C == 0) return;
+  const bool want_w = gw.defined() && gw.numel(), want_b = gb.defined() && gb.numel();
+  const std::vector<int64_t> counts = channel_counts(xs);
+  dispatch_float(y.dtype(), op, [&]<typename T>() {
+    Tensor mean = contiguous_copy(save_mean), invstd = contiguous_copy(save_invstd);
+    Tensor w = weight.defined() ? contiguous_copy(weight) : weight;
+    DeviceBuffer coef(c, size_t(3 * C) * sizeof(T));
+    T* a = coef.as<T>();
+    T* b = a + C;
+    T* d = b + C;
+    for (size_t j = 0; j < xs.size(); ++j) {
+      const geometry::BnPiece piece = geometry::bn_piece(counts, j, s);
+      const bool want_x = gxs[j].defined() && gxs[j].numel();
+      const bool need_sums = (training && want_x) || want_w || want_b;
+      if (piece.c == 0 || (!want_x && !need_sums)) continue;
+      const int64_t c0 = piece.c0;
+      Tensor x = contiguous_copy(xs[j]);
+      std::optional<DeviceBuffer> partial;
+      BnParams p{piece.c, n * s, 1, training, false, 0, 0};
+      if (need_sums && n * s > 0) {
+        p.splits = bn_sums<T, true>(
+            c, BnSums{x.data_ptr(), gy.data_ptr(), cp<T>(mean) + c0, n, piece.c, s, y.data_ptr(), piece}, partial);
+      } else {  // nothing to sum: every sum is 0
+        partial.emplace(c, sizeof(double2) * size_t(piece.c));
+        check(cudaMemsetAsync(partial->get(), 0, partial->size(), c.stream), op, "cudaMemsetAsync");
+      }
+      bn_grad_finalize<T><<<c.grid_for(piece.c, kThreads), kThreads, 0, c.stream>>>(
+          partial->as<double2>(), p, shifted(cp<T>(w), c0), cp<T>(invstd) + c0, shifted(mp<T>(gw), c0),
+          shifted(mp<T>(gb), c0), a + c0, b + c0, d + c0);
+      check_launch(op);
+      const int64_t total = n * piece.c * s;
+      if (!want_x || total == 0) continue;
+      Tensor gx = gxs[j].is_contiguous() ? gxs[j] : scratch(c, gxs[j].shape(), gxs[j].dtype());
+      bn_relu_grad_apply<T><<<c.grid_for(total, kThreads), kThreads, 0, c.stream>>>(
+          static_cast<T*>(gx.data_ptr()), static_cast<const T*>(gy.data_ptr()), static_cast<const T*>(y.data_ptr()),
+          training ? static_cast<const T*>(x.data_ptr()) : nullptr, a + c0, b + c0, cp<T>(mean) + c0, d + c0, total,
+          piece_index(piece, total));
+      check_launch(op);
+      if (gx.impl() != gxs[j].impl()) copy_same_device(gxs[j], gx);
+    }
+  });
+  g_bn_relu_fused.fetch_add(1, std::memory_order_relaxed);
+}
+
 void CudaBackend::layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                                      const Tensor& x_, const Tensor& weight, const Tensor& bias, double eps) {
   expect_here("layer_norm", {&out, &save_mean, &save_invstd, &x_, &weight, &bias});
@@ -443,5 +670,14 @@ void CudaBackend::layer_norm_backward(const Tensor& gx, const Tensor& gw, const 
     }
   });
 }
+
+void set_bn_relu_path(BnReluPath path) {
+  g_bn_relu_path.store(int(path == BnReluPath::fused ? bn_relu::Path::fused : bn_relu::Path::separate),
+                       std::memory_order_relaxed);
+}
+BnReluPath bn_relu_path() {
+  return chosen_bn_relu_path() == bn_relu::Path::fused ? BnReluPath::fused : BnReluPath::separate;
+}
+uint64_t bn_relu_fused_calls() { return g_bn_relu_fused.load(std::memory_order_relaxed); }
 
 }  // namespace reel::cuda

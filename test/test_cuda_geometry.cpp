@@ -67,6 +67,54 @@ TEST_CASE("batch_norm's channel sums write inside their partial buffer for every
   CHECK(g.partial_elems() * 16 == 256);
 }
 
+// batch_norm_relu's fused kernels (cuda/norm.cu) over pieces of a never-made concatenation:
+// the kernels' own index formulas (BnPiece, and the batch/channel split of PieceIndex)
+// simulated over every element of every piece.
+TEST_CASE("batch_norm_relu's pieces reach every element of y exactly once, inside y", "[cuda][geometry][norm]") {
+  const std::vector<std::vector<int64_t>> splits = {{1}, {3}, {2, 5}, {64, 32, 32, 32}, {1, 1, 1}, {4, 0, 3}, {7, 1}};
+  for (const auto& cs : splits)
+    for (int64_t n : {int64_t(1), int64_t(2), int64_t(5)})
+      for (int64_t s : {int64_t(1), int64_t(3), int64_t(16)}) {
+        int64_t C = 0;
+        for (int64_t c : cs) C += c;
+        INFO("pieces " << cs.size() << " C " << C << " n " << n << " s " << s);
+        std::vector<int> hits(size_t(n * C * s), 0);
+        int64_t c0 = 0;
+        for (size_t j = 0; j < cs.size(); ++j) {
+          const geo::BnPiece p = geo::bn_piece(cs, j, s);
+          CHECK(p.c == cs[j]);
+          CHECK(p.c0 == c0);
+          CHECK(p.C == C);
+          CHECK(p.s == s);
+          c0 += cs[j];
+          if (p.c == 0) continue;  // the host skips an empty piece (no launch, no Divmod by 0)
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < n * p.c * s; ++i) {
+            // PieceIndex::split as the kernels do it, then full(i, nn)
+            const int64_t q = i / s, nn = q / p.c, ch = q - nn * p.c, sp = i - q * s;
+            const int64_t f = p.full(i, nn);
+            REQUIRE(f >= 0);
+            REQUIRE(f < n * C * s);
+            // the same element by (n, channel, position), and its channel in y is the piece's plus the offset
+            if (f != p.at(nn, ch, sp) || f != p.full(i) || (f / s) % C != p.c0 + ch || f / (C * s) != nn) ++wrong;
+            ++hits[size_t(f)];
+          }
+          CHECK(wrong == 0);
+        }
+        CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+      }
+  // one piece is the whole of y: full is the identity
+  const std::vector<int64_t> one{6};
+  const geo::BnPiece p = geo::bn_piece(one, 0, 10);
+  for (int64_t i : {int64_t(0), int64_t(59), int64_t(60), int64_t(1) << 40}) CHECK(p.full(i) == i);
+  // indices past 2^31 (the kernels' wide path) stay exact in 64 bits
+  const std::vector<int64_t> big{1, 2};
+  const geo::BnPiece q = geo::bn_piece(big, 1, int64_t(1) << 30);
+  const int64_t last = 3 * (int64_t(1) << 30) * 2 - 1;  // y [2, 3, 2^30]'s last element
+  CHECK(q.full(2 * 2 * (int64_t(1) << 30) - 1) == last);
+  CHECK(q.at(0, 0, 0) == int64_t(1) << 30);
+}
+
 TEST_CASE("layer_norm's weight gradients write inside their partial buffer", "[cuda][geometry][norm]") {
   for (int sms : kSms)
     for (int64_t rows : kSizes)

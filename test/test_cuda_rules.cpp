@@ -2,7 +2,8 @@
 // checked on any machine: argmax/argmin's start value, library version compatibility,
 // cuBLASLt and cuDNN fallbacks, the algorithm search's workspace budget, cuDNN's
 // descriptor limits, REEL_CUDA_SYNC; the whole-stack RNN's switch, fallbacks, weight layout
-// and repacking rule. The decide.h part needs the CUDA headers: CUDA builds.
+// and repacking rule; batch_norm_relu's switch and what runs (bn_relu.h). The decide.h part
+// needs the CUDA headers: CUDA builds.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "../cuda/internal/arg_reduce.h"
+#include "../cuda/internal/bn_relu.h"
 #include "../cuda/internal/rnn_stack.h"
 
 namespace ar = reel::cuda::arg_reduce;
@@ -196,6 +198,36 @@ TEST_CASE("the packed weight space is rewritten only when a weight changed", "[c
   CHECK_FALSE(rs::same_weights(packed, now));
   CHECK(rs::must_repack(packed, now, 5, 5));
   CHECK(rs::must_repack({}, packed, 0, 0));  // nothing packed yet
+}
+
+// ---- batch_norm_relu's fused kernels (cuda/internal/bn_relu.h: no CUDA header, every build)
+namespace bnr = reel::cuda::bn_relu;
+
+TEST_CASE("REEL_CUDA_BN_RELU takes separate or fused, else an error naming it, the value and the choices",
+          "[cuda][rules][norm]") {
+  CHECK(bnr::path_from_env(nullptr) == bnr::Path::separate);
+  CHECK(bnr::path_from_env("") == bnr::Path::separate);
+  CHECK(bnr::path_from_env("separate") == bnr::Path::separate);
+  CHECK(bnr::path_from_env("fused") == bnr::Path::fused);
+  CHECK(bnr::path_from_env("Fused") == bnr::Path::invalid);
+  CHECK(bnr::path_from_env("1") == bnr::Path::invalid);
+  CHECK(bnr::path_from_env("cudnn") == bnr::Path::invalid);
+  CHECK(bnr::invalid_path_message("cudnn") ==
+        "batch_norm_relu: REEL_CUDA_BN_RELU must be separate or fused, got \"cudnn\"");
+  CHECK(bnr::invalid_path_message(nullptr) ==
+        "batch_norm_relu: REEL_CUDA_BN_RELU must be separate or fused, got \"\"");
+}
+
+TEST_CASE("batch_norm_relu runs the fused kernels for float inputs only when switched to fused",
+          "[cuda][rules][norm]") {
+  CHECK_FALSE(bnr::fused({.path = bnr::Path::separate}));  // the default: today's composed path
+  CHECK(bnr::fused({.path = bnr::Path::fused}));
+  CHECK(bnr::fused({.path = bnr::Path::fused, .pieces = 25}));  // DenseNet's pieces: read in place
+  // f16/bf16 reach CudaBackend staged in f32; anything else goes to the composed path,
+  // whose kernels name the dtype they refuse
+  CHECK_FALSE(bnr::fused({.path = bnr::Path::fused, .float_type = false}));
+  CHECK_FALSE(bnr::fused({.path = bnr::Path::fused, .pieces = 0}));
+  CHECK_FALSE(bnr::fused({.path = bnr::Path::invalid}));  // never reached: the read throws first
 }
 
 #if REEL_HAS_CUDA

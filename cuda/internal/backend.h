@@ -64,6 +64,14 @@ class CudaBackend final : public Backend {
   void batch_norm_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                            const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
                            bool training) override;
+  // REEL_CUDA_BN_RELU=fused: norm.cu's fused kernels (internal/bn_relu.h); else Backend's composed path
+  void batch_norm_relu_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                               const std::vector<Tensor>& xs, const Tensor& weight, const Tensor& bias,
+                               const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                               double eps) override;
+  void batch_norm_relu_backward(const std::vector<Tensor>& gxs, const Tensor& gw, const Tensor& gb, const Tensor& gy,
+                                const std::vector<Tensor>& xs, const Tensor& y, const Tensor& weight,
+                                const Tensor& save_mean, const Tensor& save_invstd, bool training) override;
   void layer_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
                           const Tensor& weight, const Tensor& bias, double eps) override;
   void layer_norm_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,

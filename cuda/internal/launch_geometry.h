@@ -75,6 +75,34 @@ inline SplitGrid bn_sums(int64_t n, int64_t c, int64_t s, int sm_count) {
   return split_grid(c, 1, n * s, want, int64_t(kBlockThreads) * 8, 1024);
 }
 
+// batch_norm_relu's pieces read in place (cuda/norm.cu, REEL_CUDA_BN_RELU=fused): piece x_j
+// [n, c, s], contiguous, holds channels [c0, c0 + c) of y [n, C, s] (the concatenation along
+// dim 1 that is never made). Its kernels run over the piece's own index i < n c s, launched
+// as bn_sums(n, c, s) and grid-stride over n c s, and reach y, gy (and the mask's y) at
+// full(i). The kernels call these (nvcc's relaxed constexpr), so the test's simulation is
+// the kernels' own formula: the pieces of one y write every element of it exactly once.
+struct BnPiece {
+  int64_t c = 1, c0 = 0, C = 1, s = 1;
+  // y's index of the piece's element (nn, ch, sp)
+  constexpr int64_t at(int64_t nn, int64_t ch, int64_t sp) const { return (nn * C + c0 + ch) * s + sp; }
+  // y's index of piece index i whose batch index nn = i / (c s) the caller has
+  constexpr int64_t full(int64_t i, int64_t nn) const { return i + (nn * (C - c) + c0) * s; }
+  constexpr int64_t full(int64_t i) const { return full(i, i / (c * s)); }
+};
+// The pieces of channel counts cs[0..k) in order: piece j starts at the sum of those before
+template <typename Counts>
+inline BnPiece bn_piece(const Counts& cs, size_t j, int64_t s) {
+  BnPiece p;
+  p.s = s;
+  p.C = 0;
+  for (size_t k = 0; k < cs.size(); ++k) {
+    if (k < j) p.c0 += int64_t(cs[k]);
+    p.C += int64_t(cs[k]);
+  }
+  p.c = int64_t(cs[j]);
+  return p;
+}
+
 // layer_norm's weight and bias gradients: column sums of [rows, d], 32 columns per block
 // (ln_backward_wb), splits of rows. partial: [splits, d] double2.
 inline SplitGrid ln_weight_grads(int64_t rows, int64_t d, int sm_count) {
