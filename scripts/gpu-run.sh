@@ -34,9 +34,14 @@
 #               whole-stack cuDNN RNN, not the default); memcheck_stack also holds the
 #               [rnn_stack] cases (they set the path themselves; both paths, 40 stacks), which
 #               memcheck_rnn leaves out to stay in its minute
+#   cuda_tests_bn_fused, memcheck_bn_fused, racecheck_bn_fused   the norm tests (the
+#               [bn_relu] cases set both paths themselves) with REEL_CUDA_BN_RELU=fused (batch
+#               norm + relu fused, not the default)
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
+#   w10_w11_bn_relu  W10 (ResNet-50 forward) and W11 (DenseNet-121 training) with
+#               REEL_CUDA_BN_RELU=separate, then fused (W4 has no batch norm)
 #   sdpa_rows_per_block  W12's SDPA, tiles and vector tiles, 32 and 64 rows a block
 #               (REEL_CUDA_ATTENTION, REEL_CUDA_ATTENTION_ROWS)
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
@@ -105,6 +110,8 @@ finish() {
     [[ -s "$logs/bench_table.txt" ]] && { echo "---- benchmarks"; cat "$logs/bench_table.txt"; }
     [[ -s "$logs/w9_cudnn_rnn.log" ]] && { echo "---- W9, REEL_CUDNN_RNN=layers then stack";
       grep -E "^REEL_CUDNN_RNN|^W9 |packings" "$logs/w9_cudnn_rnn.log"; }
+    [[ -s "$logs/w10_w11_bn_relu.log" ]] && { echo "---- W10, W11, REEL_CUDA_BN_RELU=separate then fused";
+      grep -E "^REEL_CUDA_BN_RELU|^W1[01] " "$logs/w10_w11_bn_relu.log"; }
     echo "---- total $((SECONDS - t0))s of a ${budget}s budget; exit $status"
   } >> "$summary"
   cp "$summary" "$logs/"
@@ -214,6 +221,7 @@ rows=(env REEL_CUDA_ATTENTION=rows)
 rows64=(env REEL_CUDA_ATTENTION_ROWS=64)  # the tiles with 64 rows a block whatever the shape
 vector=(env REEL_CUDA_ATTENTION=vector)   # the tiles with 16-byte shared reads (not yet measured)
 stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (not yet measured)
+bnrelu=(env REEL_CUDA_BN_RELU=fused)      # batch norm + relu in the same kernels (not yet measured)
 
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -230,6 +238,8 @@ step cuda_tests_vector 60 "${vector[@]}" "$cuda_tests" --durations yes "[attenti
 step cuda_tests_vector64 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
 # ---- REEL_CUDNN_RNN=stack over the recurrent tests (modules and rnn() through the stack)
 step cuda_tests_stack 60 "${stack[@]}" "$cuda_tests" --durations yes "[rnn]"
+# ---- REEL_CUDA_BN_RELU=fused over the norm tests (every batch_norm_relu through the fused kernels)
+step cuda_tests_bn_fused 60 "${bnrelu[@]}" "$cuda_tests" --durations yes "[norm]"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -262,6 +272,11 @@ else
   # the whole stack under memcheck: every recurrent test, the [rnn_stack] cases included
   step memcheck_stack 90 "${stack[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "[rnn]"
+  # batch norm + relu fused under memcheck and racecheck (its sums share memory and shuffles)
+  for tool in memcheck racecheck; do
+    step "${tool}_bn_fused" 60 "${bnrelu[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+      "$cuda_tests" "[norm]"
+  done
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
     step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
@@ -324,6 +339,17 @@ w9_cudnn_rnn() {
   done
 }
 step w9_cudnn_rnn 40 w9_cudnn_rnn
+# W10 and W11 (their norms are batch_norm_relu) with batch norm and relu separate (the
+# default), then fused, same steps, one after the other
+w10_w11_bn_relu() {
+  local p
+  for p in separate fused; do
+    echo "REEL_CUDA_BN_RELU=$p"
+    REEL_CUDA_BN_RELU=$p "$work/build/bench/bench_w10_resnet50" --device cuda --steps 10 --reps 2 || return 1
+    REEL_CUDA_BN_RELU=$p "$work/build/bench/bench_w11_densenet" --device cuda --steps 5 --reps 2 || return 1
+  done
+}
+step w10_w11_bn_relu 50 w10_w11_bn_relu
 # SDPA alone with 32 and with 64 rows a block (REEL_CUDA_ATTENTION_ROWS), against the
 # geometry's own choice in the compare below
 sdpa_rows() {
