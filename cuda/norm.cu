@@ -17,9 +17,11 @@
 //   in the same pass; backward, gy masked by y > 0 inside the sums and inside the gx write,
 //   each piece's gx written into its own tensor. The arithmetic is the separate path's
 //   (batch norm's kernels, then relu / relu_backward) in the same order: one piece gives
-//   its bits, several split the channel sums otherwise (rounding only). The fused path
-//   saves the relu pass over y, the masked gradient's write and read, and for several
-//   pieces the joined copies of x (forward and backward) and of gx.
+//   its bits, several split the channel sums otherwise (rounding only). Full passes over a
+//   tensor of y's size, one piece: forward 3 where separate takes 5 (the relu's read and
+//   write); backward 7 where separate takes 8 (the masked gradient's write; its two reads
+//   become reads of gy and y). Several pieces also save the joined copies: x's write and
+//   read forward and again backward, and gx's read and write into the pieces.
 // layer_norm, x [rows, D]: a warp per row (D <= 1024) or a block per row; two reads of
 //   the row (sums, then the normalised write) that the second finds in cache. Backward:
 //   per row two sums give gx; gw and gb are column sums over rows, 32 columns per
@@ -82,13 +84,9 @@ struct BnSums {
   const void* gy;     // null: statistics
   const void* mean;   // per channel, with gy
   int64_t n, c, s;    // x is [n, c, s]
-  const void* y = nullptr;    // MASKED: relu's output, whose y > 0 masks gy
+  const void* y = nullptr;    // MASKED: relu's output, whose y > 0 masks gy (bn_relu::masked_gradient)
   geometry::BnPiece piece{};  // MASKED: where x's channels lie in gy and y
 };
-
-// relu's gradient as the separate path's relu_backward writes it (NaN in y passes g)
-template <typename T>
-__device__ __forceinline__ T relu_masked(T g, T y) { return y <= T(0) ? T(0) : g; }
 
 // MASKED (batch_norm_relu fused): gy and y read at the piece's index in y, gy masked by y
 template <typename T, bool MASKED>
@@ -97,7 +95,7 @@ __device__ __forceinline__ double2 term(const BnSums& a, int64_t off, int64_t fu
   if (!a.gy) return make_double2(x, x * x);
   double g;
   if constexpr (MASKED)
-    g = double(relu_masked(static_cast<const T*>(a.gy)[full], static_cast<const T*>(a.y)[full]));
+    g = double(bn_relu::masked_gradient(static_cast<const T*>(a.gy)[full], static_cast<const T*>(a.y)[full]));
   else
     g = double(static_cast<const T*>(a.gy)[off]);
   return make_double2(g, g * (x - double(static_cast<const T*>(a.mean)[ch])));
@@ -276,7 +274,7 @@ __global__ void __launch_bounds__(kThreads) bn_relu_apply(T* y, const T* x, cons
     int64_t nn, ch;
     at.split(i, nn, ch);
     T v = scale[ch] * x[i] + shift[ch];
-    y[at.piece.full(i, nn)] = v > T(0) || v != v ? v : T(0);  // unary.cu's relu
+    y[at.piece.full(i, nn)] = bn_relu::relu_output(v);
   }
 }
 
@@ -291,7 +289,7 @@ __global__ void __launch_bounds__(kThreads) bn_relu_grad_apply(T* gx, const T* g
     int64_t nn, ch;
     at.split(i, nn, ch);
     const int64_t f = at.piece.full(i, nn);
-    T v = a[ch] * relu_masked(gy[f], y[f]) + d[ch];
+    T v = a[ch] * bn_relu::masked_gradient(gy[f], y[f]) + d[ch];
     if (x) v += b[ch] * (x[i] - m[ch]);
     gx[i] = v;
   }

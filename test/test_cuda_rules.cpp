@@ -230,6 +230,35 @@ TEST_CASE("batch_norm_relu runs the fused kernels for float inputs only when swi
   CHECK_FALSE(bnr::fused({.path = bnr::Path::invalid}));  // never reached: the read throws first
 }
 
+TEST_CASE("the fused batch_norm_relu's relu keeps NaN and its mask passes g only where y > 0 or NaN",
+          "[cuda][rules][norm]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // relu: the separate path's unary relu
+  CHECK(bnr::relu_output(2.5) == 2.5);
+  CHECK(bnr::relu_output(-2.5) == 0.0);
+  CHECK(bnr::relu_output(inf) == inf);
+  CHECK(bnr::relu_output(-inf) == 0.0);
+  CHECK(std::isnan(bnr::relu_output(nan)));
+  CHECK(bnr::relu_output(1e-45f) == 1e-45f);  // a float subnormal above 0 stays
+  CHECK(bnr::relu_output(0.0) == 0.0);
+  CHECK_FALSE(std::signbit(bnr::relu_output(-0.0)));  // -0 gives +0, as relu does
+  // the mask: relu_backward(g, y) = y <= 0 ? 0 : g
+  CHECK(bnr::masked_gradient(3.0, 0.5) == 3.0);
+  CHECK(bnr::masked_gradient(3.0, 0.0) == 0.0);  // relu's gradient at exactly 0 is 0
+  CHECK(bnr::masked_gradient(3.0, -0.0) == 0.0);
+  CHECK(bnr::masked_gradient(3.0, -1.0) == 0.0);
+  CHECK(bnr::masked_gradient(3.0, nan) == 3.0);   // NaN in y passes g (it came from a NaN input)
+  CHECK(bnr::masked_gradient(3.0, inf) == 3.0);
+  CHECK(bnr::masked_gradient(nan, 0.0) == 0.0);   // a masked NaN or inf gradient is 0
+  CHECK(bnr::masked_gradient(-inf, -2.0) == 0.0);
+  CHECK(std::isnan(bnr::masked_gradient(nan, 1.0)));
+  CHECK(bnr::masked_gradient(2.0f, 1e-45f) == 2.0f);
+  // what y the forward writes, the backward reads: the mask is on exactly where relu kept v
+  for (double v : {-3.0, -0.0, 0.0, 1e-300, 4.0, inf, -inf})
+    CHECK((bnr::masked_gradient(1.0, bnr::relu_output(v)) == 1.0) == (v > 0));
+  CHECK(bnr::masked_gradient(1.0, bnr::relu_output(nan)) == 1.0);
+}
+
 #if REEL_HAS_CUDA
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>

@@ -54,4 +54,13 @@ struct Call {
 // names a dtype it cannot take.
 inline bool fused(const Call& c) { return c.path == Path::fused && c.float_type && c.pieces >= 1; }
 
+// ---- the elementwise rules the fused kernels apply (norm.cu calls these, nvcc's relaxed
+// constexpr), the same as the separate path's relu (unary.cu) and relu_backward (binary.cu)
+// pass: relu keeps NaN and gives +0 at and below 0 (-0 included); the mask passes g where
+// y > 0 or y is NaN and gives 0 where y <= 0, whatever g is (NaN or inf too).
+template <typename T>
+constexpr T relu_output(T v) { return v > T(0) || v != v ? v : T(0); }
+template <typename T>
+constexpr T masked_gradient(T g, T y) { return y <= T(0) ? T(0) : g; }
+
 }  // namespace reel::cuda::bn_relu
