@@ -11,7 +11,7 @@
 // x (forward, weight gradient) and gx (data gradient) may come channel-blocked, [N, C/B,
 // H, W, B] (nChw{B}c, B = 8 or 16): bound to the primitive as they are, the reorder
 // that a plain x costs is gone (conv2d_channel_block: where oneDNN's kernels read nChw16c).
-// bf16 on AMX CPUs: y and gx come channels-last (Backend::channels_last), oneDNN's nhwc,
+// bf16 on AMX and AMD AVX512-BF16 CPUs: y and gx come channels-last (Backend::channels_last), oneDNN's nhwc,
 // and so do x and gy when the ops before kept that layout: no reorder on either side.
 #include <fmt/format.h>
 
@@ -115,7 +115,7 @@ void backward_weight_pointwise(const Tensor& gw, const Tensor& gy, const Tensor&
   backend_for(kCPU).reduce(ReduceOp::sum, view_of(gw, {1, O, C}, {O * C, C, 1}, gw.offset()), per_image, {0});
 }
 
-// Lowering::pointwise on channels-last x and gy (bf16 activations on AMX CPUs): rows are
+// Lowering::pointwise on channels-last x and gy (bf16 activations on AMX and AMD AVX512-BF16 CPUs): rows are
 // pixels, so gW [O, C] = gy^T [O, P] @ x [P, C] over all P = N H W pixels is one product
 // with a long inner dim. oneDNN's 1x1 weight-gradient kernel (jit:avx512_core_amx_bf16)
 // took 145 ms of W11's 365 ms of bf16 convolution per step, ~4x the forward's time for
@@ -542,9 +542,13 @@ int64_t CpuBackend::conv2d_channel_block(DType dtype) const {
 bool CpuBackend::channels_last(DType dtype) const {
   // oneDNN's AMX bf16 convolutions (brgconv, jit:avx512_core_amx) read and write nhwc;
   // a plain NCHW tensor cost a reorder on each side of each of them (W4: 132 reorders a
-  // step, 11 ms beside 17 ms of convolution). Elsewhere bf16 runs plain.
-  static const bool amx = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_amx;
-  return dtype == DType::bf16 && amx;
+  // step, 11 ms beside 17 ms of convolution). On AMD's AVX512-BF16 (the other CPUs whose
+  // bf16 products beat f32's, so autocast makes bf16 activations) plain bf16 also sent
+  // every batch norm through an f32 copy of its input: on a Zen 5, channels-last took
+  // W11's bf16 step 820-853 -> 615-649 ms and its peak RSS 3099 -> 1394 MB, W10 17-19 ->
+  // 14-15 s/1000 images (2026-11-29). Elsewhere bf16 runs plain.
+  static const bool faster = bf16_products_faster();
+  return dtype == DType::bf16 && faster;
 }
 
 }  // namespace reel::cpu

@@ -37,7 +37,7 @@ Planes planes(const Tensor& x) {
     else if (x.strides()[d] != x.strides()[inner] * x.shape()[inner]) t = Tensor();
     inner = d;
   }
-  // channels-last (bf16 activations on AMX CPUs, Backend::channels_last): the planes merge
+  // channels-last (bf16 activations on AMX and AMD AVX512-BF16 CPUs, Backend::channels_last): the planes merge
   // at stride C, one element per cache line; a transposed copy (one tiled pass) reads better
   if (!t.defined() || is_channels_last(x.shape(), x.strides())) {
     t = dense_copy(x);

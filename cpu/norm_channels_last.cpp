@@ -1,5 +1,5 @@
 // Batch norm (and batch norm + relu) of bf16 channels-last activations ([N, C, H, W] with
-// NHWC memory: what bf16 convolutions write on AMX CPUs, Backend::channels_last) with f32
+// NHWC memory: what bf16 convolutions write on AMX and AMD AVX512-BF16 CPUs, Backend::channels_last) with f32
 // weight, bias and statistics: PyTorch's CPU mixed batch norm, which autocast uses for
 // such activations (autograd/ops_norm.cpp). Computes in f32 and rounds each output once,
 // so that the layout and half the bytes survive the norm where f32 twins would cost a
@@ -26,7 +26,7 @@ namespace {
 constexpr int64_t kBlock = 64;  // pixels summed in f32 before the double sums take them
 
 // The loops are compiled for AVX-512 (x86-64-v4): the channels-last form exists only on
-// AMX CPUs (Backend::channels_last), which have it, and the library's baseline
+// AMX and AMD AVX512-BF16 CPUs (Backend::channels_last), which have it, and the library's baseline
 // (x86-64-v3) halves the lanes; at 8 lanes the backward ran at 16 GB/s, compute-bound.
 // The entry points check the CPU before they run them. The lambdas handed to these
 // templates are inlined into them and so compiled for AVX-512 too.

@@ -1,5 +1,5 @@
 // Max pooling on bf16 channels-last activations ([N, C, H, W] with NHWC memory: what
-// bf16 convolutions write on AMX CPUs, Backend::channels_last), in place of the f32
+// bf16 convolutions write on AMX and AMD AVX512-BF16 CPUs, Backend::channels_last), in place of the f32
 // twins that the low-precision layer would make (two conversions and a layout change
 // each way). Memory-bound: each input element read once per window covering it, each
 // output written once; the channel loop is the contiguous, vectorised one. 2x2 windows at
