@@ -11,17 +11,18 @@
 //   Eval: the running statistics give the scale and shift (and save_mean/save_invstd,
 //   which the backward reads). Backward: the same sums over gy and gy (x - mean) give
 //   gb and gw, and gx = a[c] gy + b[c] (x - mean[c]) + d[c].
-// batch_norm_relu, REEL_CUDA_BN_RELU=fused (internal/bn_relu.h): the same kernels over each
-//   piece of the never-made concatenation where it lies (geometry::BnPiece): its channel
-//   sums, its scale and shift, and y = relu(x * scale + shift) written at its channels of y
-//   in the same pass; backward, gy masked by y > 0 inside the sums and inside the gx write,
-//   each piece's gx written into its own tensor. The arithmetic is the separate path's
-//   (batch norm's kernels, then relu / relu_backward) in the same order: one piece gives
-//   its bits, several split the channel sums otherwise (rounding only). Full passes over a
-//   tensor of y's size, one piece: forward 3 where separate takes 5 (the relu's read and
-//   write); backward 7 where separate takes 8 (the masked gradient's write; its two reads
-//   become reads of gy and y). Several pieces also save the joined copies: x's write and
-//   read forward and again backward, and gx's read and write into the pieces.
+// batch_norm_relu, REEL_CUDA_BN_RELU=fused (internal/bn_relu.h): the same sums, finish and
+//   elementwise kernels over each group of pieces of the never-made concatenation, each
+//   piece read where it lies (geometry::bn_piece_groups: up to 32 pieces a launch, so a
+//   DenseNet norm is 3 launches forward and 3 backward): y = relu(x * scale + shift) in the
+//   pass that writes y; backward, gy masked by y > 0 inside the sums and inside the pass that
+//   writes each piece's gx into its own tensor. The arithmetic is the separate path's (batch
+//   norm's kernels, then relu / relu_backward) in the same order over the same split of the
+//   sums, so up to 32 pieces give its bits. Full passes over a tensor of y's size: forward 3
+//   where separate takes 5 (relu's read and write of y); backward 7 where separate takes 8
+//   (the masked gradient's write; its two reads become reads of gy and y); several pieces
+//   also save the joined copies (x's write and read, forward and again backward, and gx's
+//   read and write into the pieces) and their launches.
 // layer_norm, x [rows, D]: a warp per row (D <= 1024) or a block per row; two reads of
 //   the row (sums, then the normalised write) that the second finds in cache. Backward:
 //   per row two sums give gx; gw and gb are column sums over rows, 32 columns per
@@ -84,25 +85,18 @@ struct BnSums {
   const void* gy;     // null: statistics
   const void* mean;   // per channel, with gy
   int64_t n, c, s;    // x is [n, c, s]
-  const void* y = nullptr;    // MASKED: relu's output, whose y > 0 masks gy (bn_relu::masked_gradient)
-  geometry::BnPiece piece{};  // MASKED: where x's channels lie in gy and y
 };
 
-// MASKED (batch_norm_relu fused): gy and y read at the piece's index in y, gy masked by y
-template <typename T, bool MASKED>
-__device__ __forceinline__ double2 term(const BnSums& a, int64_t off, int64_t full, int64_t ch) {
+template <typename T>
+__device__ __forceinline__ double2 term(const BnSums& a, int64_t off, int64_t ch) {
   double x = double(static_cast<const T*>(a.x)[off]);
   if (!a.gy) return make_double2(x, x * x);
-  double g;
-  if constexpr (MASKED)
-    g = double(bn_relu::masked_gradient(static_cast<const T*>(a.gy)[full], static_cast<const T*>(a.y)[full]));
-  else
-    g = double(static_cast<const T*>(a.gy)[off]);
+  double g = double(static_cast<const T*>(a.gy)[off]);
   return make_double2(g, g * (x - double(static_cast<const T*>(a.mean)[ch])));
 }
 
 // grid (C, splits): block (c, k) sums the elements of channel c in its part of [0, N*S)
-template <typename T, bool MASKED>
+template <typename T>
 __global__ void __launch_bounds__(kThreads) bn_sums_planes(BnSums a, double2* partial, int64_t chunk) {
   __shared__ double2 smem[kThreads / 32];
   int64_t ch = blockIdx.x, total = a.n * a.s;
@@ -110,14 +104,14 @@ __global__ void __launch_bounds__(kThreads) bn_sums_planes(BnSums a, double2* pa
   double2 acc = make_double2(0, 0);
   for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) {
     int64_t n = i / a.s, s = i - n * a.s;
-    acc = add2(acc, term<T, MASKED>(a, (n * a.c + ch) * a.s + s, MASKED ? a.piece.at(n, ch, s) : 0, ch));
+    acc = add2(acc, term<T>(a, (n * a.c + ch) * a.s + s, ch));
   }
   acc = group_sum<kThreads>(acc, smem);
   if (threadIdx.x == 0) partial[int64_t(blockIdx.y) * a.c + ch] = acc;
 }
 
 // S == 1: block (32 channels, 8 row groups); grid (ceil(C/32), splits of N)
-template <typename T, bool MASKED>
+template <typename T>
 __global__ void __launch_bounds__(kThreads) bn_sums_cols(BnSums a, double2* partial, int64_t chunk) {
   __shared__ double2 smem[kThreads];
   int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
@@ -125,8 +119,7 @@ __global__ void __launch_bounds__(kThreads) bn_sums_cols(BnSums a, double2* part
   int64_t lo = int64_t(blockIdx.y) * chunk, hi = lo + chunk < a.n ? lo + chunk : a.n;
   double2 acc = make_double2(0, 0);
   if (ch < a.c)
-    for (int64_t n = lo + ty; n < hi; n += kThreads / 32)
-      acc = add2(acc, term<T, MASKED>(a, n * a.c + ch, MASKED ? a.piece.at(n, ch, 0) : 0, ch));
+    for (int64_t n = lo + ty; n < hi; n += kThreads / 32) acc = add2(acc, term<T>(a, n * a.c + ch, ch));
   smem[threadIdx.x] = acc;
   __syncthreads();
   if (ty == 0 && ch < a.c) {
@@ -137,16 +130,16 @@ __global__ void __launch_bounds__(kThreads) bn_sums_cols(BnSums a, double2* part
 
 // Launches the channel sums; returns the partial buffer [splits, C] and the split count.
 // The grid and the buffer come from one geometry::bn_sums (internal/launch_geometry.h).
-template <typename T, bool MASKED = false>
+template <typename T>
 int bn_sums(Context& ctx, const BnSums& a, std::optional<DeviceBuffer>& partial) {
   geometry::SplitGrid g = geometry::bn_sums(a.n, a.c, a.s, ctx.sm_count);
   partial.emplace(ctx, size_t(g.partial_elems()) * sizeof(double2));
   dim3 grid{unsigned(g.blocks), unsigned(g.splits), 1u};
   if (a.s == 1)
-    bn_sums_cols<T, MASKED><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
+    bn_sums_cols<T><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
   else
-    bn_sums_planes<T, MASKED><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
-  check_launch(MASKED ? "batch_norm_relu_backward" : "batch_norm");
+    bn_sums_planes<T><<<grid, kThreads, 0, ctx.stream>>>(a, partial->as<double2>(), g.chunk);
+  check_launch("batch_norm");
   return int(g.splits);
 }
 
@@ -242,56 +235,153 @@ template <typename T>
 T* mp(const Tensor& t) { return t.defined() && t.numel() ? static_cast<T*>(t.data_ptr()) : nullptr; }
 
 // ---- batch_norm_relu, fused (REEL_CUDA_BN_RELU=fused)
-// A piece's batch index and channel from its own index i < n c s: 32-bit magic division
-// unless the piece passes 2^31 - 1 elements (wide).
-struct PieceIndex {
-  Divmod by_s, by_c;
-  bool wide;
-  geometry::BnPiece piece;
-  __device__ __forceinline__ void split(int64_t i, int64_t& nn, int64_t& ch) const {
-    if (wide) {
-      int64_t q = i / piece.s;
-      nn = q / piece.c;
-      ch = q - nn * piece.c;
-    } else {
-      uint32_t q = by_s.div(uint32_t(i)), n32 = by_c.div(q);
-      nn = int64_t(n32);
-      ch = int64_t(q - n32 * uint32_t(piece.c));
-    }
+// A group of pieces (geometry::bn_piece_groups): their pointers and first channels in y,
+// kernel parameters read in place (__grid_constant__: no copy to local memory for the
+// indexed reads).
+struct PieceTable {
+  const void* x[geometry::kBnMaxPieces] = {};
+  void* gx[geometry::kBnMaxPieces] = {};           // backward: null where not wanted
+  int64_t off[geometry::kBnMaxPieces + 1] = {};  // y's first channel of each, off[k] the group's end
+  int k = 0;
+  int64_t n = 0, C = 0, s = 0, g0 = 0, cg = 0;  // y [n, C, s]; the group: channels [g0, g0 + cg)
+  // y's channel yc (inside the group) -> its piece's slot, channel count and index there
+  __device__ __forceinline__ int find(int64_t yc) const { return geometry::bn_find_piece(off, k, yc); }
+  __device__ __forceinline__ int64_t at(int j, int64_t nn, int64_t yc, int64_t sp) const {
+    return geometry::bn_piece_index(nn, yc, sp, off[j], off[j + 1] - off[j], s);
   }
 };
-PieceIndex piece_index(const geometry::BnPiece& piece, int64_t total) {
-  bool wide = total > geometry::kU32Items;
-  return PieceIndex{Divmod(wide ? 1u : uint32_t(piece.s)), Divmod(wide ? 1u : uint32_t(piece.c)), wide, piece};
+
+// The group's channel sums: (x, x^2) for statistics (gy null), (g, g (x - mean)) with
+// g = gy masked by y > 0 for gradients; gy and y in y's layout, mean the group's channels.
+template <typename T>
+__device__ __forceinline__ double2 piece_term(const PieceTable& t, const T* gy, const T* y, const T* mean, int j,
+                                              int64_t nn, int64_t ch, int64_t sp) {
+  const int64_t yc = t.g0 + ch;
+  double x = double(static_cast<const T*>(t.x[j])[t.at(j, nn, yc, sp)]);
+  if (!gy) return make_double2(x, x * x);
+  const int64_t f = geometry::bn_y_index(nn, yc, sp, t.C, t.s);
+  double g = double(bn_relu::masked_gradient(gy[f], y[f]));
+  return make_double2(g, g * (x - double(mean[ch])));
 }
 
-// y[full(i)] = relu(scale[c] x[i] + shift[c]), NaN kept: the normalised output and its relu in
-// one write, grid-stride over the piece. Floor: memory (x read once, y written once).
+// Per-channel sums over a group: grid (cg, splits), block (c, k) sums channel c of its piece
+// over its part of [0, n s) (bn_sums_planes over pieces). Floor: memory (x, and gy and y
+// for gradients, read once).
 template <typename T>
-__global__ void __launch_bounds__(kThreads) bn_relu_apply(T* y, const T* x, const T* scale, const T* shift,
-                                                          int64_t total, PieceIndex at) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t nn, ch;
-    at.split(i, nn, ch);
-    T v = scale[ch] * x[i] + shift[ch];
-    y[at.piece.full(i, nn)] = bn_relu::relu_output(v);
+__global__ void __launch_bounds__(kThreads) bn_piece_sums_planes(const __grid_constant__ PieceTable t, const T* gy,
+                                                                 const T* y, const T* mean, double2* partial,
+                                                                 int64_t chunk) {
+  __shared__ double2 smem[kThreads / 32];
+  const int64_t ch = blockIdx.x, total = t.n * t.s;
+  const int j = t.find(t.g0 + ch);
+  int64_t lo = int64_t(blockIdx.y) * chunk, hi = lo + chunk < total ? lo + chunk : total;
+  double2 acc = make_double2(0, 0);
+  for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) {
+    int64_t nn = i / t.s;
+    acc = add2(acc, piece_term<T>(t, gy, y, mean, j, nn, ch, i - nn * t.s));
+  }
+  acc = group_sum<kThreads>(acc, smem);
+  if (threadIdx.x == 0) partial[int64_t(blockIdx.y) * t.cg + ch] = acc;
+}
+
+// s == 1: block (32 channels, 8 row groups), grid (ceil(cg/32), splits of n) (bn_sums_cols
+// over pieces). Floor: memory.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) bn_piece_sums_cols(const __grid_constant__ PieceTable t, const T* gy,
+                                                               const T* y, const T* mean, double2* partial,
+                                                               int64_t chunk) {
+  __shared__ double2 smem[kThreads];
+  int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  int64_t ch = int64_t(blockIdx.x) * 32 + tx;
+  int64_t lo = int64_t(blockIdx.y) * chunk, hi = lo + chunk < t.n ? lo + chunk : t.n;
+  double2 acc = make_double2(0, 0);
+  if (ch < t.cg) {
+    const int j = t.find(t.g0 + ch);
+    for (int64_t nn = lo + ty; nn < hi; nn += kThreads / 32) acc = add2(acc, piece_term<T>(t, gy, y, mean, j, nn, ch, 0));
+  }
+  smem[threadIdx.x] = acc;
+  __syncthreads();
+  if (ty == 0 && ch < t.cg) {
+    for (int k = 1; k < kThreads / 32; ++k) acc = add2(acc, smem[k * 32 + tx]);
+    partial[int64_t(blockIdx.y) * t.cg + ch] = acc;
   }
 }
 
-// gx[i] = a[c] g + b[c] (x[i] - m[c]) + d[c] with g = gy[full(i)] masked by y[full(i)] > 0
-// (x null: eval, the b term dropped), the masked g never stored. Floor: memory (gy, y and x
-// read once, gx written once).
+// Launches a group's sums (gy null: statistics); the grid and the buffer [splits, cg] from
+// one geometry::bn_sums, as bn_sums does. Returns the split count.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) bn_relu_grad_apply(T* gx, const T* gy, const T* y, const T* x, const T* a,
-                                                               const T* b, const T* m, const T* d, int64_t total,
-                                                               PieceIndex at) {
+int piece_sums(Context& ctx, const PieceTable& t, const T* gy, const T* y, const T* mean,
+               std::optional<DeviceBuffer>& partial, const char* op) {
+  geometry::SplitGrid g = geometry::bn_sums(t.n, t.cg, t.s, ctx.sm_count);
+  partial.emplace(ctx, size_t(g.partial_elems()) * sizeof(double2));
+  dim3 grid{unsigned(g.blocks), unsigned(g.splits), 1u};
+  if (t.s == 1)
+    bn_piece_sums_cols<T><<<grid, kThreads, 0, ctx.stream>>>(t, gy, y, mean, partial->as<double2>(), g.chunk);
+  else
+    bn_piece_sums_planes<T><<<grid, kThreads, 0, ctx.stream>>>(t, gy, y, mean, partial->as<double2>(), g.chunk);
+  check_launch(op);
+  return int(g.splits);
+}
+
+// y's element i of the group's [n, cg, s] -> batch index, group channel, position: 32-bit
+// magic division unless the group passes 2^31 - 1 elements (wide)
+struct GroupIndex {
+  Divmod by_s, by_c;
+  bool wide;
+  __device__ __forceinline__ void split(int64_t i, int64_t s, int64_t cg, int64_t& nn, int64_t& ch,
+                                        int64_t& sp) const {
+    int64_t q;
+    if (wide) {
+      q = i / s;
+      nn = q / cg;
+    } else {
+      uint32_t q32 = by_s.div(uint32_t(i));
+      q = int64_t(q32);
+      nn = int64_t(by_c.div(q32));
+    }
+    ch = q - nn * cg;
+    sp = i - q * s;
+  }
+};
+GroupIndex group_index(const PieceTable& t, int64_t total) {
+  bool wide = total > geometry::kU32Items;
+  return GroupIndex{Divmod(wide ? 1u : uint32_t(t.s)), Divmod(wide ? 1u : uint32_t(t.cg)), wide};
+}
+
+// y = relu(scale[c] x + shift[c]), NaN kept, over the group's channels of y, each x read in
+// its piece: the normalised output and its relu in one write. Floor: memory (x read once,
+// y written once).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) bn_relu_apply(const __grid_constant__ PieceTable t, T* y, const T* scale,
+                                                          const T* shift, int64_t total, GroupIndex gi) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t nn, ch;
-    at.split(i, nn, ch);
-    const int64_t f = at.piece.full(i, nn);
+    int64_t nn, ch, sp;
+    gi.split(i, t.s, t.cg, nn, ch, sp);
+    const int64_t yc = t.g0 + ch;
+    const int j = t.find(yc);
+    T v = scale[ch] * static_cast<const T*>(t.x[j])[t.at(j, nn, yc, sp)] + shift[ch];
+    y[geometry::bn_y_index(nn, yc, sp, t.C, t.s)] = bn_relu::relu_output(v);
+  }
+}
+
+// gx = a[c] g + b[c] (x - m[c]) + d[c] with g = gy masked by y > 0 (training false: the b
+// term dropped), written into each wanted piece's gradient; the masked g never stored.
+// Floor: memory (gy, y and x read once, gx written once).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) bn_relu_grad_apply(const __grid_constant__ PieceTable t, const T* gy,
+                                                               const T* y, bool training, const T* a, const T* b,
+                                                               const T* m, const T* d, int64_t total, GroupIndex gi) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t nn, ch, sp;
+    gi.split(i, t.s, t.cg, nn, ch, sp);
+    const int64_t yc = t.g0 + ch;
+    const int j = t.find(yc);
+    T* gx = static_cast<T*>(t.gx[j]);
+    if (!gx) continue;
+    const int64_t f = geometry::bn_y_index(nn, yc, sp, t.C, t.s), xi = t.at(j, nn, yc, sp);
     T v = a[ch] * bn_relu::masked_gradient(gy[f], y[f]) + d[ch];
-    if (x) v += b[ch] * (x[i] - m[ch]);
-    gx[i] = v;
+    if (training) v += b[ch] * (static_cast<const T*>(t.x[j])[xi] - m[ch]);
+    gx[xi] = v;
   }
 }
 
@@ -316,7 +406,7 @@ bool fused_bn_relu(const std::vector<Tensor>& xs, DType dtype) {
   return bn_relu::fused({chosen_bn_relu_path(), dtype == DType::f32 || dtype == DType::f64, int64_t(xs.size())});
 }
 
-// The inner sizes of [n, C, *]: s = the product of the dims after the channels
+// The inner size of [n, C, *]: the product of the dims after the channels
 int64_t spatial(const Dims& shape) {
   int64_t s = 1;
   for (int k = 2; k < int(shape.size()); ++k) s *= shape[k];
@@ -327,6 +417,25 @@ std::vector<int64_t> channel_counts(const std::vector<Tensor>& xs) {
   std::vector<int64_t> cs;
   for (const Tensor& t : xs) cs.push_back(t.shape()[1]);
   return cs;
+}
+
+// A group's table over contiguous pieces `x` (xs' dense copies) and gradients `gx` (empty:
+// forward; undefined: not wanted)
+PieceTable piece_table(const geometry::BnGroup& g, const std::vector<Tensor>& x, const std::vector<Tensor>& gx,
+                       const std::vector<int64_t>& counts, int64_t n, int64_t C, int64_t s) {
+  PieceTable t;
+  t.k = int(g.pieces.size());
+  t.n = n, t.C = C, t.s = s, t.g0 = g.c0, t.cg = g.c1 - g.c0;
+  int64_t c = g.c0;
+  for (int slot = 0; slot < t.k; ++slot) {
+    const size_t j = g.pieces[size_t(slot)];
+    t.x[slot] = x[j].data_ptr();
+    t.gx[slot] = !gx.empty() && gx[j].defined() && gx[j].numel() ? gx[j].data_ptr() : nullptr;
+    t.off[slot] = c;
+    c += counts[j];
+  }
+  t.off[t.k] = c;
+  return t;
 }
 
 // ---- layer norm
@@ -516,29 +625,28 @@ void CudaBackend::batch_norm_relu_forward(const Tensor& out, const Tensor& save_
   Tensor rm = running_mean.defined() ? contiguous_copy(running_mean) : running_mean;
   Tensor rv = running_var.defined() ? contiguous_copy(running_var) : running_var;
   Tensor y = out.is_contiguous() ? out : scratch(c, out.shape(), out.dtype());
+  std::vector<Tensor> x;
+  for (const Tensor& t : xs) x.push_back(contiguous_copy(t));
   const std::vector<int64_t> counts = channel_counts(xs);
   dispatch_float(out.dtype(), op, [&]<typename T>() {
     DeviceBuffer coef(c, size_t(2 * C) * sizeof(T));
     T* scale = coef.as<T>();
     T* shift = scale + C;
-    for (size_t j = 0; j < xs.size(); ++j) {
-      const geometry::BnPiece piece = geometry::bn_piece(counts, j, s);
-      if (piece.c == 0) continue;
-      Tensor x = contiguous_copy(xs[j]);
-      const int64_t c0 = piece.c0;
+    for (const geometry::BnGroup& g : geometry::bn_piece_groups(counts)) {
+      const PieceTable t = piece_table(g, x, {}, counts, n, C, s);
+      const int64_t g0 = t.g0;
       std::optional<DeviceBuffer> partial;
-      BnParams p{piece.c, n * s, 1, training, running_mean.defined() && running_var.defined(), momentum, eps};
-      if (training) p.splits = bn_sums<T>(c, BnSums{x.data_ptr(), nullptr, nullptr, n, piece.c, s}, partial);
-      bn_finalize<T><<<c.grid_for(piece.c, kThreads), kThreads, 0, c.stream>>>(
-          partial ? partial->as<double2>() : nullptr, p, shifted(cp<T>(w), c0), shifted(cp<T>(b), c0),
-          shifted(mp<T>(rm), c0), shifted(mp<T>(rv), c0), shifted(mp<T>(save_mean), c0),
-          shifted(mp<T>(save_invstd), c0), scale + c0, shift + c0);
+      BnParams p{t.cg, n * s, 1, training, running_mean.defined() && running_var.defined(), momentum, eps};
+      if (training) p.splits = piece_sums<T>(c, t, nullptr, nullptr, nullptr, partial, op);
+      bn_finalize<T><<<c.grid_for(t.cg, kThreads), kThreads, 0, c.stream>>>(
+          partial ? partial->as<double2>() : nullptr, p, shifted(cp<T>(w), g0), shifted(cp<T>(b), g0),
+          shifted(mp<T>(rm), g0), shifted(mp<T>(rv), g0), shifted(mp<T>(save_mean), g0),
+          shifted(mp<T>(save_invstd), g0), scale + g0, shift + g0);
       check_launch(op);
-      const int64_t total = n * piece.c * s;
+      const int64_t total = n * t.cg * s;
       if (total == 0) continue;
       bn_relu_apply<T><<<c.grid_for(total, kThreads), kThreads, 0, c.stream>>>(
-          static_cast<T*>(y.data_ptr()), static_cast<const T*>(x.data_ptr()), scale + c0, shift + c0, total,
-          piece_index(piece, total));
+          t, static_cast<T*>(y.data_ptr()), scale + g0, shift + g0, total, group_index(t, total));
       check_launch(op);
     }
   });
@@ -566,6 +674,12 @@ void CudaBackend::batch_norm_relu_backward(const std::vector<Tensor>& gxs, const
   const int64_t n = y.shape()[0], C = y.shape()[1], s = spatial(y.shape());
   if (C == 0) return;
   const bool want_w = gw.defined() && gw.numel(), want_b = gb.defined() && gb.numel();
+  std::vector<Tensor> x, gx;  // dense pieces; dense gradients (a strided one written through a copy)
+  for (size_t j = 0; j < xs.size(); ++j) {
+    x.push_back(contiguous_copy(xs[j]));
+    const Tensor& g = gxs[j];
+    gx.push_back(!g.defined() || !g.numel() || g.is_contiguous() ? g : scratch(c, g.shape(), g.dtype()));
+  }
   const std::vector<int64_t> counts = channel_counts(xs);
   dispatch_float(y.dtype(), op, [&]<typename T>() {
     Tensor mean = contiguous_copy(save_mean), invstd = contiguous_copy(save_invstd);
@@ -574,37 +688,34 @@ void CudaBackend::batch_norm_relu_backward(const std::vector<Tensor>& gxs, const
     T* a = coef.as<T>();
     T* b = a + C;
     T* d = b + C;
-    for (size_t j = 0; j < xs.size(); ++j) {
-      const geometry::BnPiece piece = geometry::bn_piece(counts, j, s);
-      const bool want_x = gxs[j].defined() && gxs[j].numel();
+    for (const geometry::BnGroup& g : geometry::bn_piece_groups(counts)) {
+      const PieceTable t = piece_table(g, x, gx, counts, n, C, s);
+      bool want_x = false;
+      for (int slot = 0; slot < t.k; ++slot) want_x = want_x || t.gx[slot];
       const bool need_sums = (training && want_x) || want_w || want_b;
-      if (piece.c == 0 || (!want_x && !need_sums)) continue;
-      const int64_t c0 = piece.c0;
-      Tensor x = contiguous_copy(xs[j]);
+      if (!want_x && !need_sums) continue;
+      const int64_t g0 = t.g0;
       std::optional<DeviceBuffer> partial;
-      BnParams p{piece.c, n * s, 1, training, false, 0, 0};
+      BnParams p{t.cg, n * s, 1, training, false, 0, 0};
       if (need_sums && n * s > 0) {
-        p.splits = bn_sums<T, true>(
-            c, BnSums{x.data_ptr(), gy.data_ptr(), cp<T>(mean) + c0, n, piece.c, s, y.data_ptr(), piece}, partial);
+        p.splits = piece_sums<T>(c, t, cp<T>(gy), cp<T>(y), cp<T>(mean) + g0, partial, op);
       } else {  // nothing to sum: every sum is 0
-        partial.emplace(c, sizeof(double2) * size_t(piece.c));
+        partial.emplace(c, sizeof(double2) * size_t(t.cg));
         check(cudaMemsetAsync(partial->get(), 0, partial->size(), c.stream), op, "cudaMemsetAsync");
       }
-      bn_grad_finalize<T><<<c.grid_for(piece.c, kThreads), kThreads, 0, c.stream>>>(
-          partial->as<double2>(), p, shifted(cp<T>(w), c0), cp<T>(invstd) + c0, shifted(mp<T>(gw), c0),
-          shifted(mp<T>(gb), c0), a + c0, b + c0, d + c0);
+      bn_grad_finalize<T><<<c.grid_for(t.cg, kThreads), kThreads, 0, c.stream>>>(
+          partial->as<double2>(), p, shifted(cp<T>(w), g0), cp<T>(invstd) + g0, shifted(mp<T>(gw), g0),
+          shifted(mp<T>(gb), g0), a + g0, b + g0, d + g0);
       check_launch(op);
-      const int64_t total = n * piece.c * s;
+      const int64_t total = n * t.cg * s;
       if (!want_x || total == 0) continue;
-      Tensor gx = gxs[j].is_contiguous() ? gxs[j] : scratch(c, gxs[j].shape(), gxs[j].dtype());
       bn_relu_grad_apply<T><<<c.grid_for(total, kThreads), kThreads, 0, c.stream>>>(
-          static_cast<T*>(gx.data_ptr()), static_cast<const T*>(gy.data_ptr()), static_cast<const T*>(y.data_ptr()),
-          training ? static_cast<const T*>(x.data_ptr()) : nullptr, a + c0, b + c0, cp<T>(mean) + c0, d + c0, total,
-          piece_index(piece, total));
+          t, cp<T>(gy), cp<T>(y), training, a + g0, b + g0, cp<T>(mean) + g0, d + g0, total, group_index(t, total));
       check_launch(op);
-      if (gx.impl() != gxs[j].impl()) copy_same_device(gxs[j], gx);
     }
   });
+  for (size_t j = 0; j < gxs.size(); ++j)
+    if (gx[j].defined() && gx[j].impl() != gxs[j].impl()) copy_same_device(gxs[j], gx[j]);
   g_bn_relu_fused.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -67,52 +67,90 @@ TEST_CASE("batch_norm's channel sums write inside their partial buffer for every
   CHECK(g.partial_elems() * 16 == 256);
 }
 
-// batch_norm_relu's fused kernels (cuda/norm.cu) over pieces of a never-made concatenation:
-// the kernels' own index formulas (BnPiece, and the batch/channel split of PieceIndex)
-// simulated over every element of every piece.
-TEST_CASE("batch_norm_relu's pieces reach every element of y exactly once, inside y", "[cuda][geometry][norm]") {
-  const std::vector<std::vector<int64_t>> splits = {{1}, {3}, {2, 5}, {64, 32, 32, 32}, {1, 1, 1}, {4, 0, 3}, {7, 1}};
+// batch_norm_relu's fused kernels (cuda/norm.cu) over groups of pieces of a never-made
+// concatenation: the groups, and the kernels' own index formulas (the split of a group's
+// element into batch, channel and position, bn_find_piece, bn_piece_index, bn_y_index)
+// simulated over every element.
+TEST_CASE("batch_norm_relu's piece groups reach every element of y and of each piece exactly once",
+          "[cuda][geometry][norm]") {
+  std::vector<std::vector<int64_t>> splits = {{1}, {3}, {2, 5}, {64, 32, 32, 32}, {1, 1, 1}, {4, 0, 3}, {0, 7, 1, 0}};
+  std::vector<int64_t> dense(25, 32);  // DenseNet-121's third block's last norm: 25 pieces
+  dense[0] = 256;
+  splits.push_back(dense);
+  splits.push_back(std::vector<int64_t>(70, 1));  // more pieces than one launch takes
   for (const auto& cs : splits)
-    for (int64_t n : {int64_t(1), int64_t(2), int64_t(5)})
-      for (int64_t s : {int64_t(1), int64_t(3), int64_t(16)}) {
-        int64_t C = 0;
-        for (int64_t c : cs) C += c;
-        INFO("pieces " << cs.size() << " C " << C << " n " << n << " s " << s);
-        std::vector<int> hits(size_t(n * C * s), 0);
-        int64_t c0 = 0;
-        for (size_t j = 0; j < cs.size(); ++j) {
-          const geo::BnPiece p = geo::bn_piece(cs, j, s);
-          CHECK(p.c == cs[j]);
-          CHECK(p.c0 == c0);
-          CHECK(p.C == C);
-          CHECK(p.s == s);
-          c0 += cs[j];
-          if (p.c == 0) continue;  // the host skips an empty piece (no launch, no Divmod by 0)
+    for (size_t max_pieces : {size_t(32), size_t(3), size_t(1)})
+      for (int64_t n : {int64_t(1), int64_t(3)})
+        for (int64_t s : {int64_t(1), int64_t(5)}) {
+          int64_t C = 0;
+          std::vector<int64_t> first;  // each piece's first channel in y
+          for (int64_t c : cs) first.push_back(C), C += c;
+          INFO("pieces " << cs.size() << " C " << C << " max " << max_pieces << " n " << n << " s " << s);
+          const std::vector<geo::BnGroup> groups = geo::bn_piece_groups(cs, max_pieces);
+          // the groups: consecutive, covering [0, C) once, each non-empty piece in one group
+          int64_t next = 0;
+          size_t taken = 0, nonempty = 0;
+          for (int64_t c : cs) nonempty += c > 0;
+          for (const geo::BnGroup& g : groups) {
+            CHECK(!g.pieces.empty());
+            CHECK(g.pieces.size() <= max_pieces);
+            CHECK(g.c1 > g.c0);
+            int64_t c = g.c0;
+            for (size_t j : g.pieces) {
+              CHECK(cs[j] > 0);
+              CHECK(first[j] == c);
+              c += cs[j];
+            }
+            CHECK(c == g.c1);
+            if (g.c0 != next && cs.size() > 0) {  // only empty pieces lie between groups
+              for (size_t j = 0; j < cs.size(); ++j)
+                if (first[j] >= next && first[j] < g.c0) CHECK(cs[j] == 0);
+            }
+            next = g.c1;
+            taken += g.pieces.size();
+          }
+          CHECK(next == C);
+          CHECK(taken == nonempty);
+          // every element of each group, as bn_relu_apply / bn_relu_grad_apply take it
+          std::vector<int> y_hits(size_t(n * C * s), 0);
+          std::vector<std::vector<int>> x_hits;
+          for (int64_t c : cs) x_hits.emplace_back(size_t(n * c * s), 0);
           int64_t wrong = 0;
-          for (int64_t i = 0; i < n * p.c * s; ++i) {
-            // PieceIndex::split as the kernels do it, then full(i, nn)
-            const int64_t q = i / s, nn = q / p.c, ch = q - nn * p.c, sp = i - q * s;
-            const int64_t f = p.full(i, nn);
-            REQUIRE(f >= 0);
-            REQUIRE(f < n * C * s);
-            // the same element by (n, channel, position), and its channel in y is the piece's plus the offset
-            if (f != p.at(nn, ch, sp) || f != p.full(i) || (f / s) % C != p.c0 + ch || f / (C * s) != nn) ++wrong;
-            ++hits[size_t(f)];
+          for (const geo::BnGroup& g : groups) {
+            std::vector<int64_t> off;  // the table's off[0..k]
+            for (size_t j : g.pieces) off.push_back(first[j]);
+            off.push_back(g.c1);
+            const int k = int(g.pieces.size()), cg = int(g.c1 - g.c0);
+            for (int64_t i = 0; i < n * cg * s; ++i) {
+              const int64_t q = i / s, nn = q / cg, ch = q - nn * cg, sp = i - q * s, yc = g.c0 + ch;
+              const int slot = geo::bn_find_piece(off, k, yc);
+              const size_t j = g.pieces[size_t(slot)];
+              const int64_t xi = geo::bn_piece_index(nn, yc, sp, off[size_t(slot)], off[size_t(slot) + 1] - off[size_t(slot)], s);
+              const int64_t f = geo::bn_y_index(nn, yc, sp, C, s);
+              REQUIRE(f >= 0);
+              REQUIRE(f < n * C * s);
+              REQUIRE(xi >= 0);
+              REQUIRE(xi < n * cs[j] * s);
+              // the element's channel is the piece's, and its place in the piece is (nn, yc - first, sp)
+              if (yc < first[j] || yc >= first[j] + cs[j] || xi != (nn * cs[j] + yc - first[j]) * s + sp) ++wrong;
+              ++y_hits[size_t(f)];
+              ++x_hits[j][size_t(xi)];
+            }
           }
           CHECK(wrong == 0);
+          CHECK(std::all_of(y_hits.begin(), y_hits.end(), [](int h) { return h == 1; }));
+          for (const auto& h : x_hits) CHECK(std::all_of(h.begin(), h.end(), [](int v) { return v == 1; }));
         }
-        CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
-      }
-  // one piece is the whole of y: full is the identity
-  const std::vector<int64_t> one{6};
-  const geo::BnPiece p = geo::bn_piece(one, 0, 10);
-  for (int64_t i : {int64_t(0), int64_t(59), int64_t(60), int64_t(1) << 40}) CHECK(p.full(i) == i);
+  // one piece is the whole of y: the piece's index is y's
+  const std::vector<int64_t> off{0, 6};
+  CHECK(geo::bn_find_piece(off, 1, 5) == 0);
+  CHECK(geo::bn_piece_index(2, 5, 3, 0, 6, 10) == geo::bn_y_index(2, 5, 3, 6, 10));
   // indices past 2^31 (the kernels' wide path) stay exact in 64 bits
-  const std::vector<int64_t> big{1, 2};
-  const geo::BnPiece q = geo::bn_piece(big, 1, int64_t(1) << 30);
-  const int64_t last = 3 * (int64_t(1) << 30) * 2 - 1;  // y [2, 3, 2^30]'s last element
-  CHECK(q.full(2 * 2 * (int64_t(1) << 30) - 1) == last);
-  CHECK(q.at(0, 0, 0) == int64_t(1) << 30);
+  CHECK(geo::bn_y_index(1, 2, (int64_t(1) << 30) - 1, 3, int64_t(1) << 30) == 6 * (int64_t(1) << 30) - 1);
+  CHECK(geo::bn_piece_index(1, 2, 0, 1, 2, int64_t(1) << 30) == 3 * (int64_t(1) << 30));
+  // DenseNet's 25 pieces: one launch; 70 one-channel pieces: three
+  CHECK(geo::bn_piece_groups(dense).size() == 1);
+  CHECK(geo::bn_piece_groups(std::vector<int64_t>(70, 1)).size() == 3);
 }
 
 TEST_CASE("layer_norm's weight gradients write inside their partial buffer", "[cuda][geometry][norm]") {

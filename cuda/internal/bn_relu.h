@@ -48,10 +48,10 @@ struct Call {
   bool float_type = true;  // f32 or f64: what reaches CudaBackend (f16/bf16 arrive staged in f32)
   int64_t pieces = 1;      // tensors joined along dim 1 (DenseNet's concatenation)
 };
-// true: the fused kernels, every piece read in place (norm.cu takes a piece's channel offset
-// in y, geometry::BnPiece, so the joined copy, a write and a read of all of x forward and
-// backward and of gx backward, is never made); false: Backend's composed path, which also
-// names a dtype it cannot take.
+// true: the fused kernels, every piece read in place (norm.cu reads up to 32 pieces a launch
+// through geometry::bn_piece_groups, so the joined copy, a write and a read of all of x
+// forward and backward and of gx backward, is never made); false: Backend's composed path,
+// which also names a dtype it cannot take.
 inline bool fused(const Call& c) { return c.path == Path::fused && c.float_type && c.pieces >= 1; }
 
 // ---- the elementwise rules the fused kernels apply (norm.cu calls these, nvcc's relaxed

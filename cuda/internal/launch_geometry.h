@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace reel::cuda::geometry {
 
@@ -76,31 +77,49 @@ inline SplitGrid bn_sums(int64_t n, int64_t c, int64_t s, int sm_count) {
 }
 
 // batch_norm_relu's pieces read in place (cuda/norm.cu, REEL_CUDA_BN_RELU=fused): piece x_j
-// [n, c, s], contiguous, holds channels [c0, c0 + c) of y [n, C, s] (the concatenation along
-// dim 1 that is never made). Its kernels run over the piece's own index i < n c s, launched
-// as bn_sums(n, c, s) and grid-stride over n c s, and reach y, gy (and the mask's y) at
-// full(i). The kernels call these (nvcc's relaxed constexpr), so the test's simulation is
-// the kernels' own formula: the pieces of one y write every element of it exactly once.
-struct BnPiece {
-  int64_t c = 1, c0 = 0, C = 1, s = 1;
-  // y's index of the piece's element (nn, ch, sp)
-  constexpr int64_t at(int64_t nn, int64_t ch, int64_t sp) const { return (nn * C + c0 + ch) * s + sp; }
-  // y's index of piece index i whose batch index nn = i / (c s) the caller has
-  constexpr int64_t full(int64_t i, int64_t nn) const { return i + (nn * (C - c) + c0) * s; }
-  constexpr int64_t full(int64_t i) const { return full(i, i / (c * s)); }
+// [n, c_j, s], contiguous, holds channels [c0_j, c0_j + c_j) of y [n, C, s] (the
+// concatenation along dim 1 that is never made). Consecutive non-empty pieces go in groups
+// of at most kBnMaxPieces, whose pointers and channel offsets ride in the kernels' parameters
+// (__grid_constant__): each group is one launch of each kernel (its channel sums, the
+// per-channel finish, the elementwise pass), however many pieces it holds, so DenseNet's
+// 25-piece norms cost 3 launches, not 3 per piece. The elementwise pass runs over y's
+// elements of the group's channels [c0, c1) (y read or written coalesced) and finds each
+// element's piece and place in it with the functions below, which the kernels call (nvcc's
+// relaxed constexpr): the test's simulation is the kernels' own formula.
+constexpr int kBnMaxPieces = 32;
+
+struct BnGroup {
+  std::vector<size_t> pieces;  // indices into the pieces, in order, none empty
+  int64_t c0 = 0, c1 = 0;      // y's channels the group covers
 };
-// The pieces of channel counts cs[0..k) in order: piece j starts at the sum of those before
 template <typename Counts>
-inline BnPiece bn_piece(const Counts& cs, size_t j, int64_t s) {
-  BnPiece p;
-  p.s = s;
-  p.C = 0;
-  for (size_t k = 0; k < cs.size(); ++k) {
-    if (k < j) p.c0 += int64_t(cs[k]);
-    p.C += int64_t(cs[k]);
+inline std::vector<BnGroup> bn_piece_groups(const Counts& cs, size_t max_pieces = kBnMaxPieces) {
+  std::vector<BnGroup> groups;
+  int64_t c = 0;
+  for (size_t j = 0; j < cs.size(); ++j) {
+    const int64_t cj = int64_t(cs[j]);
+    if (cj > 0) {
+      if (groups.empty() || groups.back().pieces.size() >= max_pieces) groups.push_back(BnGroup{{}, c, c});
+      groups.back().pieces.push_back(j);
+      groups.back().c1 = c + cj;
+    }
+    c += cj;
   }
-  p.c = int64_t(cs[j]);
-  return p;
+  return groups;
+}
+// y's index of (nn, ch, sp), y [n, C, s]
+constexpr int64_t bn_y_index(int64_t nn, int64_t ch, int64_t sp, int64_t C, int64_t s) { return (nn * C + ch) * s + sp; }
+// the slot j < k with off[j] <= ch < off[j + 1] (off: the group's pieces' first channels in y,
+// off[k] the group's end; ch inside the group)
+template <typename Offsets>
+constexpr int bn_find_piece(const Offsets& off, int k, int64_t ch) {
+  int j = 0;
+  while (j + 1 < k && off[j + 1] <= ch) ++j;
+  return j;
+}
+// the piece's index of y's element (nn, ch, sp), the piece starting at channel off_j with c_j channels
+constexpr int64_t bn_piece_index(int64_t nn, int64_t ch, int64_t sp, int64_t off_j, int64_t c_j, int64_t s) {
+  return (nn * c_j + (ch - off_j)) * s + sp;
 }
 
 // layer_norm's weight and bias gradients: column sums of [rows, d], 32 columns per block

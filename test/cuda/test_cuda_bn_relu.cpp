@@ -1,9 +1,10 @@
 // batch_norm_relu on the GPU by both paths (REEL_CUDA_BN_RELU, cuda::set_bn_relu_path): the
 // fused kernels (cuda/norm.cu) against the separate path (batch norm's kernels, then relu)
 // and against the CPU, in values, running statistics and every gradient: f32 and f64,
-// training and eval, one piece and DenseNet's several (strided ones too), relu at exactly 0,
-// NaN and inf passing as on the separate path, an empty batch, bf16 staged, the blocked form,
-// and a direct Backend call with gradients wanted for some pieces only.
+// training and eval, one piece and DenseNet's several (strided ones, more than one launch's
+// 32), relu at exactly 0, NaN and inf passing as on the separate path, an empty batch, bf16
+// staged, the blocked form, a direct Backend call with gradients wanted for some pieces
+// only, and a small dense block trained both ways and replayed from a graph capture.
 #include <limits>
 
 #include "compare.h"
@@ -118,7 +119,8 @@ TEST_CASE("fused batch_norm_relu equals the separate path and the CPU, f32 and f
       }
 }
 
-TEST_CASE("fused batch_norm_relu reads strided pieces and many pieces where they lie", "[cuda][norm][bn_relu]") {
+TEST_CASE("fused batch_norm_relu reads strided pieces and many pieces where they lie, 32 a launch",
+          "[cuda][norm][bn_relu]") {
   PathGuard guard;
   manual_seed(22);
   // a channels-last piece (permuted on the GPU) beside a narrowed one
@@ -134,6 +136,10 @@ TEST_CASE("fused batch_norm_relu reads strided pieces and many pieces where they
   std::vector<Dims> shapes{{2, 64, 8, 8}};
   for (int k = 0; k < 12; ++k) shapes.push_back({2, 32, 8, 8});
   for (bool training : {true, false}) check_case(make_case(shapes, DType::f32, true), training, 1e-5, 1e-6);
+  // more pieces than one launch takes (32): two groups
+  std::vector<Dims> many(40, Dims{3, 1, 4, 4});
+  many[39] = Dims{3, 7, 4, 4};
+  for (bool training : {true, false}) check_case(make_case(many, DType::f64, true), training, 1e-12, 1e-13);
 }
 
 TEST_CASE("fused batch_norm_relu gives 0 and a zero gradient at exactly 0, as the separate path", "[cuda][norm][bn_relu]") {
