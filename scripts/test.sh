@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-scripts/install-deps.sh
+# --data: the tests that train on real data (the multi-host test of dist/, the samples' checks)
+# skip without Fashion-MNIST, and a fresh machine has none: installing it here is what makes
+# CI run them (31 MB; a machine that once ran scripts/train.sh had hidden this).
+scripts/install-deps.sh --data
 jobs=$(nproc)
 # A full disk shows up as a dozen unrelated failures (pip, safetensors' writes, mpirun's session
 # folder), so say it first: a fresh build and run of the suite took 3.7 GiB at its peak

@@ -12,17 +12,24 @@
 #   straight run's to 1e-4 (the sums' order differs); 2->2 ends bit for bit equal.
 # - Refused: another global batch, a batch that does not split over the ranks, a damaged
 #   rank file (named), --resume with no set.
-# On a small generated data set (make_idx.py: 576 training images, 12 steps of 48 an epoch).
+# On small generated data sets (make_idx.py: 576 training images, 12 steps of 48 an epoch; the
+# killed run 3456, 72 steps).
 # Usage: sample_dist.sh TRAIN_FASHION_MNIST MPIRUN MAKE_IDX RESTARTS WORK_DIR
 set -uo pipefail
 train=$(realpath "$1") mpirun=$2 make_idx=$3 restarts=$4 work=$5
 rm -rf "$work"
-mkdir -p "$work/data"
+mkdir -p "$work/data" "$work/data_long"
 python3 "$make_idx" "$work/data" 576 96 || exit 1
+# The killed run's data: 72 steps an epoch, 576 in its 8 epochs. On a fast machine (a Zen 5,
+# ~36,000 images/s) the 576-image set's 96 steps took a few hundred ms after mpirun's start,
+# so the first kill landed at the run's end and the test failed ("only 1 kills landed").
+python3 "$make_idx" "$work/data_long" 3456 96 || exit 1
 fail() { echo "dist_sample: FAIL: $*"; exit 1; }
 export OMP_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
 root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
-opts=(--distributed --model mlp --epochs 2 --global-batch-size 48 --data "$work/data" --logdir none)
+base=(--distributed --model mlp --global-batch-size 48 --logdir none)
+opts=("${base[@]}" --epochs 2 --data "$work/data")
+long=("${base[@]}" --epochs 8 --data "$work/data_long")
 # the resized runs without dropout: its masks are drawn per rank (W-dependent), the rest of a
 # step depends on the global batch alone
 nodrop=(--dropout 0)
@@ -32,8 +39,9 @@ job() {  # job NP OUT [options...]
 }
 job 2 straight "${nodrop[@]}" > "$work/straight.log" 2>&1 || { cat "$work/straight.log"; fail "the straight 2-rank run failed"; }
 [ -s "$work/straight/mlp.safetensors" ] || fail "the straight run wrote no weights"
-# the killed run is longer (8 epochs, 96 steps): room for three kills
-job 2 straight8 --epochs 8 > "$work/straight8.log" 2>&1 || { cat "$work/straight8.log"; fail "the straight 8-epoch run failed"; }
+# the killed run is longer (8 epochs of the larger set, 576 steps): room for three kills
+timeout 300 "$mpirun" "${root[@]}" -np 2 "$train" "${long[@]}" --out "$work/straight8" > "$work/straight8.log" 2>&1 ||
+  { cat "$work/straight8.log"; fail "the straight 8-epoch run failed"; }
 
 # ---- killed and restarted
 # the pids of the job writing to OUT: mpirun and its ranks (ranks: with their OMPI rank)
@@ -44,18 +52,18 @@ rank_pid() {
   done
 }
 newest_step() { ls -d "$work/$1"/checkpoints/step-*/MANIFEST 2> /dev/null | sort | tail -1 | sed 's/.*step-0*\([0-9]*\).*/\1/'; }
-bash "$restarts" --attempts 6 --delay 0.2 -- "$mpirun" "${root[@]}" -np 2 "$train" "${opts[@]}" --out "$work/killed" \
-  --epochs 8 --checkpoint-every 1 --resume-or-start > "$work/killed.log" 2>&1 &
+bash "$restarts" --attempts 6 --delay 0.2 -- "$mpirun" "${root[@]}" -np 2 "$train" "${long[@]}" --out "$work/killed" \
+  --checkpoint-every 1 --resume-or-start > "$work/killed.log" 2>&1 &
 loop=$!
 kills=0
 for victim in 1 0 1; do
-  after=$(( kills * 25 + 10 ))  # each kill later in the run
+  after=$(( kills * 150 + 40 ))  # each kill later in the run (576 steps)
   for _ in $(seq 1 2000); do
     s=$(newest_step killed); [ -n "$s" ] && [ "$s" -ge "$after" ] && break
     kill -0 "$loop" 2> /dev/null || break
     sleep 0.01
   done
-  sleep "0.$(( RANDOM % 3 ))$(( RANDOM % 10 ))"
+  sleep "0.0$(( RANDOM % 10 ))"  # a random moment of a step or a few (a step: 2-10 ms)
   pid=$(rank_pid killed "$victim")
   [ -n "$pid" ] || break  # the job finished first
   pids=$(job_pids killed | grep -vx "$loop" | tr '\n' ' ')
