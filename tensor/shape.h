@@ -55,7 +55,7 @@ Dims contiguous_strides(const Dims& shape);
 // [N, C, H, W]'s channels-last strides {H W C, 1, W C, C} (NHWC memory; other ranks: contiguous)
 Dims channels_last_strides(const Dims& shape);
 // Whether a 4-D tensor of these strides is laid out channels-last and not also contiguous
-// (C > 1 and H W > 1): the layout that bf16 convolutions on AMX CPUs read and write
+// (C > 1 and H W > 1): the layout that bf16 convolutions on AMX and AMD AVX512-BF16 CPUs read and write
 bool is_channels_last(const Dims& shape, const Dims& strides);
 // Whether `strides` lay `shape` out with neither gaps nor overlaps in some order of its dims
 // (positive strides): the tensor is then one flat array of numel elements from element 0
