@@ -38,6 +38,7 @@
 #include "cuda.h"
 #include "internal/allocator.h"
 #include "internal/bn_relu.h"
+#include "internal/env_switch.h"
 #include "internal/launch_geometry.h"
 #include "elementwise.cuh"
 
@@ -389,18 +390,11 @@ __global__ void __launch_bounds__(kThreads) bn_relu_grad_apply(const __grid_cons
 template <typename P>
 P* shifted(P* p, int64_t off) { return p ? p + off : nullptr; }
 
-std::atomic<int> g_bn_relu_path{-1};  // bn_relu::Path once read or set; -1 before
+EnvSwitch<bn_relu::Path> g_bn_relu_path("REEL_CUDA_BN_RELU", bn_relu::path_from_env, bn_relu::invalid_path_message,
+                                         bn_relu::Path::invalid);
 std::atomic<uint64_t> g_bn_relu_fused{0};
 
-bn_relu::Path chosen_bn_relu_path() {
-  int v = g_bn_relu_path.load(std::memory_order_relaxed);
-  if (v >= 0) return bn_relu::Path(v);
-  const char* env = std::getenv("REEL_CUDA_BN_RELU");
-  bn_relu::Path p = bn_relu::path_from_env(env);
-  if (p == bn_relu::Path::invalid) throw Error(bn_relu::invalid_path_message(env));
-  g_bn_relu_path.compare_exchange_strong(v, int(p), std::memory_order_relaxed);
-  return bn_relu::Path(g_bn_relu_path.load(std::memory_order_relaxed));
-}
+bn_relu::Path chosen_bn_relu_path() { return g_bn_relu_path.get(); }
 
 bool fused_bn_relu(const std::vector<Tensor>& xs, DType dtype) {
   return bn_relu::fused({chosen_bn_relu_path(), dtype == DType::f32 || dtype == DType::f64, int64_t(xs.size())});
@@ -781,8 +775,7 @@ void CudaBackend::layer_norm_backward(const Tensor& gx, const Tensor& gw, const 
 }
 
 void set_bn_relu_path(BnReluPath path) {
-  g_bn_relu_path.store(int(path == BnReluPath::fused ? bn_relu::Path::fused : bn_relu::Path::separate),
-                       std::memory_order_relaxed);
+  g_bn_relu_path.set(path == BnReluPath::fused ? bn_relu::Path::fused : bn_relu::Path::separate);
 }
 BnReluPath bn_relu_path() {
   return chosen_bn_relu_path() == bn_relu::Path::fused ? BnReluPath::fused : BnReluPath::separate;

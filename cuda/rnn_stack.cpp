@@ -33,6 +33,7 @@
 #include "internal/allocator.h"
 #include "internal/backend.h"
 #include "internal/decide.h"
+#include "internal/env_switch.h"
 #include "internal/graph.h"
 #include "internal/rnn_handle.h"
 #include "internal/rnn_stack.h"
@@ -47,17 +48,9 @@ void check_dnn(cudnnStatus_t s, const char* what) {
 }
 
 std::atomic<uint64_t> g_packs{0};
-std::atomic<int> g_path{-1};  // rnn_stack::Path once read or set; -1 before
-
-rnn_stack::Path chosen_path() {
-  int v = g_path.load(std::memory_order_relaxed);
-  if (v >= 0) return rnn_stack::Path(v);
-  const char* env = std::getenv("REEL_CUDNN_RNN");
-  rnn_stack::Path p = rnn_stack::path_from_env(env);
-  if (p == rnn_stack::Path::invalid) throw Error(rnn_stack::invalid_path_message(env));
-  g_path.compare_exchange_strong(v, int(p), std::memory_order_relaxed);
-  return rnn_stack::Path(g_path.load(std::memory_order_relaxed));
-}
+EnvSwitch<rnn_stack::Path> g_path("REEL_CUDNN_RNN", rnn_stack::path_from_env, rnn_stack::invalid_path_message,
+                                  rnn_stack::Path::invalid);
+rnn_stack::Path chosen_path() { return g_path.get(); }
 
 // One set of weights packed into cuDNN's weight space, and what it was packed from.
 struct Packed {
@@ -336,8 +329,7 @@ bool CudaBackend::rnn_stack_backward(const RnnStackParams& p, const Tensor& gx, 
 }
 
 void set_cudnn_rnn(CudnnRnn path) {
-  g_path.store(int(path == CudnnRnn::stack ? rnn_stack::Path::stack : rnn_stack::Path::layers),
-               std::memory_order_relaxed);
+  g_path.set(path == CudnnRnn::stack ? rnn_stack::Path::stack : rnn_stack::Path::layers);
 }
 CudnnRnn cudnn_rnn() { return chosen_path() == rnn_stack::Path::stack ? CudnnRnn::stack : CudnnRnn::layers; }
 uint64_t rnn_stack_packs() { return g_packs.load(std::memory_order_relaxed); }
