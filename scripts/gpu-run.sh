@@ -112,6 +112,10 @@ finish() {
       grep -E "^REEL_CUDNN_RNN|^W9 |packings" "$logs/w9_cudnn_rnn.log"; }
     [[ -s "$logs/w10_w11_bn_relu.log" ]] && { echo "---- W10, W11, REEL_CUDA_BN_RELU=separate then fused";
       grep -E "^REEL_CUDA_BN_RELU|^W1[01] " "$logs/w10_w11_bn_relu.log"; }
+    # the sections above as one decision per switch (each path against the default and PyTorch
+    # eager, issue 46's targets); it only reads the logs, so it must not change the run's status
+    echo "---- GPU paths: which wins"
+    python3 "$root/bench/gpu_paths.py" "$logs" 2>&1 || true
     echo "---- total $((SECONDS - t0))s of a ${budget}s budget; exit $status"
   } >> "$summary"
   cp "$summary" "$logs/"
