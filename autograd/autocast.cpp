@@ -186,4 +186,11 @@ Tensor autocast_f32(const Tensor& t) {
   return t.to(DType::f32);
 }
 
+Tensor autocast_attention(const Tensor& t) {
+  if (!autocast_active(t) || !t.is_floating_point() || t.dtype() == DType::f64) return t;
+  if (backend_for(t.device()).attention_low_precision(tls_autocast.dtype[slot(t.device().type)]))
+    return autocast_lower(t);
+  return autocast_f32(t);
+}
+
 }  // namespace reel

@@ -58,6 +58,10 @@ Tensor autocast_lower(const Tensor& t);
 // The f32 policy: an f16/bf16 input as f32, recorded (the gradient flows back as
 // f16/bf16). Returns t itself outside autocast.
 Tensor autocast_f32(const Tensor& t);
+// scaled_dot_product_attention's policy: the products' (autocast_lower: an unrecorded copy
+// in the autocast dtype) where t's backend runs attention fused in that dtype
+// (Backend::attention_low_precision), else the f32 policy (autocast_f32).
+Tensor autocast_attention(const Tensor& t);
 // Whether autocast applies to an op on `t`'s device now (false for undefined t).
 bool autocast_active(const Tensor& t);
 

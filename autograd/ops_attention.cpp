@@ -58,20 +58,29 @@ std::pair<Tensor, Tensor> mask_planes(const OpScope& op, const Tensor& mask, con
 }
 
 
+// The tensor the node records for an input: the caller's where autocast made an
+// unrecorded low-precision copy, else the one computed from (the caller's, or its
+// recorded f32 cast)
+const Tensor& recorded(const Tensor& used, const Tensor& given) {
+  return is_low_precision(used.dtype()) ? given : used;
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const SdpaOptions& opt,
                                     Site site) {
   OpScope op("scaled_dot_product_attention", site);
-  const Tensor q = autocast_f32(q_in), k = autocast_f32(k_in), v = autocast_f32(v_in);
+  // Under autocast: f32, or the autocast dtype where the backend fuses attention in it
+  // (autocast_attention). A low-precision q, k or v is the caller's tensor or an unrecorded
+  // copy of it (the node then records the caller's, and the engine converts the gradient);
+  // an f32 one from a half input is a recorded cast.
+  const Tensor q = autocast_attention(q_in), k = autocast_attention(k_in), v = autocast_attention(v_in);
   check_defined(op, q, "the query");
   check_defined(op, k, "the key");
   check_defined(op, v, "the value");
   check_same_device(op, q, k);
   check_same_device(op, q, v);
   check_floating(op, q, "the query");
-  if (q.dtype() != DType::f32 && q.dtype() != DType::f64)
-    fail(op.op, fmt::format("expected f32 or f64 tensors, got q {}", describe(q)), op.site);
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
     fail(op.op, fmt::format("expected q, k and v of one dtype, got q {}, k {}, v {}", describe(q), describe(k),
                             describe(v)), op.site);
@@ -91,7 +100,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                             k.shape().str(), v.shape().str()), op.site);
   if (!(opt.dropout_p >= 0.0 && opt.dropout_p < 1.0))
     fail(op.op, fmt::format("expected dropout_p in [0, 1), got {}", opt.dropout_p), op.site);
-  const Tensor& mask = opt.attn_mask;
+  const Tensor mask = opt.attn_mask.defined() && opt.attn_mask.is_floating_point() ? autocast_attention(opt.attn_mask)
+                                                                                    : opt.attn_mask;
   if (mask.defined()) {
     check_same_device(op, q, mask);
     if (opt.is_causal)
@@ -114,7 +124,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   Dims out_shape = q.shape();
   out_shape[q.dim() - 1] = Ev;
   Tensor y = new_tensor(out_shape, q.dtype(), q.device());
-  Tensor lse = new_tensor({BH, L}, q.dtype(), q.device());
+  // f16/bf16 attention keeps lse in f32: the backward recomputes p = exp(s - lse), and a
+  // half lse would be off by |lse| 2^-8 (cuDNN's softmax statistics are f32 too)
+  Tensor lse = new_tensor({BH, L}, is_low_precision(q.dtype()) ? DType::f32 : q.dtype(), q.device());
   Tensor qp = planes(q, BH), kp = planes(k, BH), vp = planes(v, BH);
   auto [m, offsets] = mask.defined() ? mask_planes(op, mask, lead, L, S, q) : std::pair<Tensor, Tensor>{};
   Tensor yp = make_view(y, {BH, L, Ev}, {L * Ev, Ev, 1}, 0);
@@ -139,7 +151,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
           Tensor& t = i == 0 ? gq : i == 1 ? gk : gv;
           if (n.needs_grad(i)) gi[i] = make_view(t, n.input_shape(i), contiguous_strides(n.input_shape(i)), 0);
         }
-      }, {&q, &k, &v}, {&y});
+      }, {&recorded(q, q_in), &recorded(k, k_in), &recorded(v, v_in)}, {&y});
   if (n) {
     for (const Tensor* t : {&qp, &kp, &vp, &y, &lse, &m, &offsets}) n->save(*t);
   }

@@ -21,8 +21,12 @@ struct SdpaOptions {
   Generator* generator = nullptr;  // for dropout; null: this thread's default generator
 };
 
-// q [..., L, E], k [..., S, E], v [..., S, Ev] (one leading shape, f32 or f64, one device)
-// -> [..., L, Ev]: softmax(scale q k^T + mask) (dropped out) @ v. A query row whose every
+// q [..., L, E], k [..., S, E], v [..., S, Ev] (one leading shape, one floating dtype, one
+// device) -> [..., L, Ev]: softmax(scale q k^T + mask) (dropped out) @ v. f16/bf16 compute
+// with f32 softmax statistics and accumulation: in f32 twins of the inputs, rounded once,
+// or fused in the half dtype where the backend has such a kernel (cuDNN's, on CUDA with
+// REEL_CUDA_HALF_ATTENTION=cudnn; docs/cuda.md). Under autocast: f32, or the autocast
+// dtype where that kernel serves it (docs/amp.md). A query row whose every
 // key is masked gives zeros (and zero gradients), not NaN. The dropout mask is drawn
 // from the generator once, in forward, and replayed from its seed and offset in backward.
 // Differentiable in q, k, v once (a create_graph backward through it is an Error).

@@ -2,8 +2,9 @@
 // 384 features, block 256, dropout 0.2, vocabulary 96, ~10.7M parameters) at batch 8:
 // forward, cross-entropy, backward, gradient clipping, AdamW. Synthetic token ids (the
 // work does not depend on them). Then scaled_dot_product_attention alone, causal,
-// [1, 6, T, 64] at T = 256, 1024, 4096: ms per forward + backward, and the most memory
-// its forward + backward held beyond the inputs (the CPU allocator's peak, MB).
+// [1, 6, T, 64] at T = 256, 1024, 4096: ms per forward + backward (under --amp, the forward
+// under autocast, as the step's), and the most memory its forward + backward held beyond the
+// inputs (the CPU allocator's peak, MB).
 // Floors: the step is ~6 N tokens flops for the weights (N parameters without the
 // embeddings: 6 x 12 x 384^2 + 384 x 96) plus causal attention 2 x 4 x 6 x 256^2 x 64
 // x 8 / 2 per layer forward (x 3.5 with backward); over peak sgemm it is what the
@@ -62,9 +63,13 @@ int main(int argc, char** argv) {
     Tensor k = randn({1, 6, L, 64}, {.device = t.device}).requires_grad_();
     Tensor v = randn({1, 6, L, 64}, {.device = t.device}).requires_grad_();
     Tensor g = randn({1, 6, L, 64}, {.device = t.device});
-    auto once = [&] {
-      Tensor o = scaled_dot_product_attention(q, k, v, {.is_causal = true});
-      autograd::grad({o}, {q, k, v}, {g});
+    auto once = [&] {  // under --amp, attention in the dtype autocast gives it (f32 unless fused in that dtype)
+      Tensor o;
+      {
+        auto amp = t.autocast();
+        o = scaled_dot_product_attention(q, k, v, {.is_causal = true});
+      }
+      autograd::grad({o}, {q, k, v}, {o.dtype() == g.dtype() ? g : g.to(o.dtype())});
     };
     once();
     size_t base = cpu::memory_stats().allocated;

@@ -14,6 +14,7 @@ constexpr const char* kReason = "no CUDA device: this build of reel has no CUDA 
 bool g_allow_tf32 = false;  // kept so that allow_tf32() returns what was set
 CudnnRnn g_cudnn_rnn = CudnnRnn::layers;  // likewise: no cuDNN here, nothing reads it
 BnReluPath g_bn_relu = BnReluPath::separate;  // likewise
+HalfAttentionPath g_half_attention = HalfAttentionPath::staged;  // likewise
 }  // namespace
 
 bool is_available() { return false; }
@@ -34,6 +35,9 @@ uint64_t rnn_stack_packs() { return 0; }
 void set_bn_relu_path(BnReluPath path) { g_bn_relu = path; }
 BnReluPath bn_relu_path() { return g_bn_relu; }
 uint64_t bn_relu_fused_calls() { return 0; }
+void set_half_attention_path(HalfAttentionPath path) { g_half_attention = path; }
+HalfAttentionPath half_attention_path() { return g_half_attention; }
+uint64_t cudnn_attention_calls() { return 0; }
 Tensor pinned_empty(const Dims& shape, DType dtype) { return empty(shape, {.dtype = dtype}); }
 bool is_pinned(const Tensor&) { return false; }
 

@@ -110,6 +110,22 @@ BnReluPath bn_relu_path();
 // Forward and backward calls the fused path ran, over all devices (tests check it ran).
 uint64_t bn_relu_fused_calls();
 
+// f16/bf16 scaled_dot_product_attention on CUDA: `staged` (the default: reel's f32 kernels on
+// f32 twins of the inputs, rounded once) or `cudnn` (cuDNN's fused attention through the
+// cuDNN frontend: products in the half dtype on tensor cores, f32 softmax statistics; under
+// autocast attention then runs in the autocast dtype, as PyTorch's; dropout masks are drawn
+// by cuDNN's Philox from reel's seed and offset, repeatable but not the CPU's bits; calls
+// with a mask or a head it does not serve stay staged; not yet measured, docs/cuda.md,
+// "Switches"). REEL_CUDA_HALF_ATTENTION=staged|cudnn chooses at the first call that asks;
+// set_half_attention_path() overrides that from then on. Both throw Error for cudnn in a
+// build without the cuDNN frontend's headers (scripts/fetch-cudnn-frontend.sh), and
+// half_attention_path() for any other value of the variable.
+enum class HalfAttentionPath { staged, cudnn };
+void set_half_attention_path(HalfAttentionPath path);
+HalfAttentionPath half_attention_path();
+// Forward and backward calls cuDNN's fused attention ran, over all devices (tests check it ran).
+uint64_t cudnn_attention_calls();
+
 // A CPU tensor in page-locked (pinned) host memory: its copy to a GPU is asynchronous.
 // Reusing the memory is safe: a freed block is handed out again only after the copies
 // that read it have finished. Without CUDA it is an ordinary CPU tensor.

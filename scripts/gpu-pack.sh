@@ -36,6 +36,9 @@ for need in "$fashion/train-images-idx3-ubyte.gz" "$fortunes/fortunes" /usr/loca
   [[ -e "$need" ]] || { echo "gpu-pack: $need is missing (scripts/install-deps.sh --data; apt-get install fortunes)" >&2; exit 1; }
 done
 
+# cuDNN's fused attention (REEL_CUDA_HALF_ATTENTION=cudnn) is compiled from the cuDNN
+# frontend's headers (PyPI; the GPU machine needs nothing of it: headers only)
+scripts/fetch-cudnn-frontend.sh
 # MPI and NCCL stay out (REEL_DIST=OFF): the GPU machine has neither, and the samples then
 # link neither. ONNX and libtorch references are not part of the check.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREEL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" \
@@ -69,6 +72,8 @@ cp scripts/gpu-run.sh "$pack/run.sh"
   echo "reel GPU pack: commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!gpu-pack' || echo ' (with uncommitted changes)'), $(date -u +%FT%TZ)"
   echo "build: Release, CUDA architectures $archs, $(/usr/local/cuda/bin/nvcc --version | grep -o 'release [0-9.]*'), REEL_DIST=OFF"
   grep -E "^(CUDNN_VERSION|CMAKE_CXX_COMPILER):" "$build/CMakeCache.txt" || true
+  echo "cuDNN frontend headers: $(cat .deps/cudnn-frontend/VERSION)"
+  grep -q "attention_cudnn.cpp" "$build/build.ninja" || { echo "gpu-pack: attention_cudnn.cpp not in the build" >&2; exit 1; }
   echo "programs: $(tar -tJf "$pack/bin.tar.xz" | grep -v '/$' | tr '\n' ' ')"
   echo "files:"
   (cd "$pack" && find . -type f ! -name MANIFEST -printf '%10s  %p\n' | sort -k2)

@@ -37,6 +37,11 @@
 #   cuda_tests_bn_fused, memcheck_bn_fused, racecheck_bn_fused   the norm tests (the
 #               [bn_relu] cases set both paths themselves) with REEL_CUDA_BN_RELU=fused (batch
 #               norm + relu fused, not the default)
+#   cuda_tests_half, memcheck_half   the attention tests with REEL_CUDA_HALF_ATTENTION=cudnn
+#               (cuDNN's fused f16/bf16 attention, not the default; the [half] cases set both
+#               paths themselves and ran in cuda_tests too)
+#   w12_half_attention  W12's step and SDPA rows under --amp bf16 with REEL_CUDA_HALF_ATTENTION
+#               staged, then cudnn, then PyTorch eager under the same autocast
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
@@ -112,6 +117,9 @@ finish() {
       grep -E "^REEL_CUDNN_RNN|^W9 |packings" "$logs/w9_cudnn_rnn.log"; }
     [[ -s "$logs/w10_w11_bn_relu.log" ]] && { echo "---- W10, W11, REEL_CUDA_BN_RELU=separate then fused";
       grep -E "^REEL_CUDA_BN_RELU|^W1[01] " "$logs/w10_w11_bn_relu.log"; }
+    [[ -s "$logs/w12_half_attention.log" ]] && {
+      echo "---- W12 --amp bf16, REEL_CUDA_HALF_ATTENTION=staged then cudnn, then PyTorch eager";
+      grep -E "^REEL_CUDA_HALF_ATTENTION|^PyTorch|^W12 |refused" "$logs/w12_half_attention.log"; }
     # the sections above as one decision per switch (each path against the default and PyTorch
     # eager, issue 46's targets); it only reads the logs, so it must not change the run's status
     echo "---- GPU paths: which wins"
@@ -226,6 +234,7 @@ rows64=(env REEL_CUDA_ATTENTION_ROWS=64)  # the tiles with 64 rows a block whate
 vector=(env REEL_CUDA_ATTENTION=vector)   # the tiles with 16-byte shared reads (not yet measured)
 stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (not yet measured)
 bnrelu=(env REEL_CUDA_BN_RELU=fused)      # batch norm + relu in the same kernels (not yet measured)
+half=(env REEL_CUDA_HALF_ATTENTION=cudnn)  # cuDNN's fused f16/bf16 attention (not yet measured)
 
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -244,6 +253,8 @@ step cuda_tests_vector64 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_te
 step cuda_tests_stack 60 "${stack[@]}" "$cuda_tests" --durations yes "[rnn]"
 # ---- REEL_CUDA_BN_RELU=fused over the norm tests (every batch_norm_relu through the fused kernels)
 step cuda_tests_bn_fused 60 "${bnrelu[@]}" "$cuda_tests" --durations yes "[norm]"
+# ---- REEL_CUDA_HALF_ATTENTION=cudnn over the attention tests (autocast's attention in bf16)
+step cuda_tests_half 60 "${half[@]}" "$cuda_tests" --durations yes "[attention]"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -281,6 +292,9 @@ else
     step "${tool}_bn_fused" 60 "${bnrelu[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[norm]"
   done
+  # cuDNN's fused attention under memcheck (its kernels are cuDNN's: racecheck is theirs to keep)
+  step memcheck_half 60 "${half[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    "$cuda_tests" "[half]"
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
     step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
@@ -334,6 +348,19 @@ profile() {
       --profile 1
 }
 step profiles 40 profile
+# W12 under bf16 autocast: attention staged in f32 (the default), then in cuDNN's fused bf16
+# kernels, then PyTorch eager (whose autocast runs attention in bf16), same steps
+w12_half_attention() {
+  local p
+  for p in staged cudnn; do
+    echo "REEL_CUDA_HALF_ATTENTION=$p"
+    REEL_CUDA_HALF_ATTENTION=$p "$work/build/bench/bench_w12_gpt" --device cuda --amp bf16 --steps 10 --reps 2 ||
+      return 1
+  done
+  echo "PyTorch eager"
+  python3 "$root/bench/reference/workloads_pytorch.py" w12 --device cuda --amp bf16 --steps 10 --reps 2
+}
+step w12_half_attention 60 w12_half_attention
 # W9's GRU per layer (the default) and as the whole stack, same steps, one after the other
 w9_cudnn_rnn() {
   local p

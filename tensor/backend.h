@@ -231,6 +231,11 @@ class Backend {
   virtual bool native_products(DType) const { return true; }
   // Whether recurrent layers run in bf16 themselves (the dtypes at rnn_forward below).
   virtual bool rnn_native_bf16() const { return false; }
+  // Whether attention in `dtype` (f16/bf16) runs on a fused kernel of that dtype (cuDNN's,
+  // REEL_CUDA_HALF_ATTENTION=cudnn): autocast then hands scaled_dot_product_attention its
+  // inputs in the autocast dtype, as PyTorch's does; otherwise autocast keeps attention in
+  // f32, and f16/bf16 inputs are computed in f32 twins.
+  virtual bool attention_low_precision(DType) const { return false; }
 
   // ---- pooling, NCHW; indices (i64, flat h*W+w within a plane) only for max
   virtual void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) = 0;
@@ -371,7 +376,7 @@ class Backend {
   }
 
   // ---- attention (AttentionParams above). q [BH, L, E], k [BH, S, E], v [BH, S, Ev],
-  // out [BH, L, Ev], lse [BH, L] (q's dtype), all contiguous. mask: undefined, or bool
+  // out [BH, L, Ev], lse [BH, L] (q's dtype; f32 for f16/bf16 q), all contiguous. mask: undefined, or bool
   // (true: attend) or q's dtype (added to the scores), of any strides: element (bh, i, j)
   // at mask.data + mask_offsets[bh] + i mask.stride(-2) + j mask.stride(-1), where
   // mask_offsets is i64 [BH] on this device (leading dims broadcast freely). A row with

@@ -159,6 +159,47 @@ TEST_CASE("sdpa f32 agrees with f64", "[attention]") {
   CHECK(max_diff(y, y64) < 1e-5);
 }
 
+// f16/bf16 attention computes in f32 twins of its inputs (the low-precision layer) with f32
+// softmax statistics and rounds each output once, as PyTorch's CPU kernel accumulates in f32
+TEST_CASE("sdpa in f16 and bf16 is the f32 attention of the rounded inputs, rounded once", "[attention]") {
+  manual_seed(9);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(dt));
+    Tensor q = randn({2, 3, 37, 16}).to(dt).requires_grad_(), k = randn({2, 3, 45, 16}).to(dt).requires_grad_(),
+           v = randn({2, 3, 45, 24}).to(dt).requires_grad_();
+    Tensor qf = q.detach().to(DType::f32).requires_grad_(), kf = k.detach().to(DType::f32).requires_grad_(),
+           vf = v.detach().to(DType::f32).requires_grad_();
+    Tensor bias = (rand({37, 45}) - 0.5).to(dt);
+    for (int form = 0; form < 2; ++form) {
+      SdpaOptions o = form == 0 ? SdpaOptions{.is_causal = true} : SdpaOptions{.attn_mask = bias};
+      SdpaOptions of = form == 0 ? SdpaOptions{.is_causal = true} : SdpaOptions{.attn_mask = bias.to(DType::f32)};
+      Tensor y = scaled_dot_product_attention(q, k, v, o), yf = scaled_dot_product_attention(qf, kf, vf, of);
+      REQUIRE(y.dtype() == dt);
+      CHECK(max_diff(y.to(DType::f32), yf.to(dt).to(DType::f32)) == 0);  // the same f32 values, rounded once
+      Tensor g = randn(y.shape()).to(dt);
+      V gh = autograd::grad({y}, {q, k, v}, {g}), gf = autograd::grad({yf}, {qf, kf, vf}, {g.to(DType::f32)});
+      for (int i = 0; i < 3; ++i) {
+        REQUIRE(gh[i].dtype() == dt);
+        // the backward reads the rounded output (rowsum(g y)) and rounds each gradient once
+        const double scale = gf[i].abs().max().item<double>();
+        CHECK(max_diff(gh[i].to(DType::f32), gf[i]) <= (dt == DType::bf16 ? 2e-2 : 3e-3) * scale);
+      }
+    }
+  }
+}
+
+TEST_CASE("sdpa under CPU autocast stays in f32, whatever dtype its inputs come in", "[attention][autocast]") {
+  manual_seed(10);
+  Tensor q = randn({1, 2, 9, 8}).requires_grad_(), k = randn({1, 2, 9, 8}), v = randn({1, 2, 9, 8});
+  AutocastGuard amp({.device = DeviceType::CPU, .dtype = DType::bf16});
+  Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = true});
+  CHECK(y.dtype() == DType::f32);
+  Tensor yh = scaled_dot_product_attention(q.to(DType::bf16), k.to(DType::bf16), v.to(DType::bf16));
+  CHECK(yh.dtype() == DType::f32);  // the f32 policy casts half inputs up (recorded)
+  Tensor gq = autograd::grad({yh.sum()}, {q})[0];
+  CHECK(gq.dtype() == DType::f32);
+}
+
 TEST_CASE("sdpa forward and backward allocate O(T), the unfused math O(T^2)", "[attention][memory]") {
   // the most bytes held at once during forward + backward, beyond the inputs
   auto extra = [](int64_t T, bool fused) {
@@ -196,8 +237,13 @@ TEST_CASE("sdpa errors name the op and what came", "[attention][errors]") {
                                                            .is_causal = true}),
                     Catch::Contains("not both"));
   CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, {.dropout_p = 1.0}), Catch::Contains("dropout_p"));
-  CHECK_THROWS_WITH(scaled_dot_product_attention(q.to(DType::f16), k.to(DType::f16), v.to(DType::f16)),
-                    Catch::Contains("f32 or f64"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q.to(DType::i64), k.to(DType::i64), v.to(DType::i64)),
+                    Catch::Contains("scaled_dot_product_attention") && Catch::Contains("i64"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q.to(DType::bf16), k, v), Catch::Contains("one dtype") &&
+                    Catch::Contains("bf16") && Catch::Contains("f32"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q.to(DType::bf16), k.to(DType::bf16), v.to(DType::bf16),
+                                                 {.attn_mask = zeros({5, 6})}),
+                    Catch::Contains("one of q's dtype bf16"));
   Tensor qq = randn({1, 2, 3}).requires_grad_();
   Tensor y = scaled_dot_product_attention(qq, randn({1, 2, 3}), randn({1, 2, 3}));
   CHECK_THROWS_WITH(autograd::grad({y.sum()}, {qq}, {}, {.create_graph = true}), Catch::Contains("create_graph"));

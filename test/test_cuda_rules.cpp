@@ -2,7 +2,9 @@
 // checked on any machine: argmax/argmin's start value, library version compatibility,
 // cuBLASLt and cuDNN fallbacks, the algorithm search's workspace budget, cuDNN's
 // descriptor limits, REEL_CUDA_SYNC; the whole-stack RNN's switch, fallbacks, weight layout
-// and repacking rule; batch_norm_relu's switch and what runs (bn_relu.h). The decide.h part
+// and repacking rule; batch_norm_relu's switch and what runs (bn_relu.h); f16/bf16
+// attention's switch, the calls cuDNN's fused attention may take, its layouts and graph
+// keys (half_attention.h). The decide.h part
 // needs the CUDA headers: CUDA builds.
 #include <catch2/catch.hpp>
 
@@ -12,6 +14,7 @@
 
 #include "../cuda/internal/arg_reduce.h"
 #include "../cuda/internal/bn_relu.h"
+#include "../cuda/internal/half_attention.h"
 #include "../cuda/internal/rnn_stack.h"
 
 namespace ar = reel::cuda::arg_reduce;
@@ -369,3 +372,91 @@ TEST_CASE("REEL_CUDA_SYNC is on when set to anything but empty or 0", "[cuda][ru
   CHECK(decide::sync_mode_from_env("1"));
 }
 #endif
+
+// ---- f16/bf16 attention through cuDNN (cuda/internal/half_attention.h: no CUDA header, every build)
+namespace ha = reel::cuda::half_attention;
+
+TEST_CASE("REEL_CUDA_HALF_ATTENTION takes staged or cudnn, else an error naming it, the value and the choices",
+          "[cuda][rules][attention]") {
+  CHECK(ha::path_from_env(nullptr) == ha::Path::staged);
+  CHECK(ha::path_from_env("") == ha::Path::staged);
+  CHECK(ha::path_from_env("staged") == ha::Path::staged);
+  CHECK(ha::path_from_env("cudnn") == ha::Path::cudnn);
+  CHECK(ha::path_from_env("cuDNN") == ha::Path::invalid);
+  CHECK(ha::path_from_env("1") == ha::Path::invalid);
+  CHECK(ha::invalid_path_message("flash") ==
+        "scaled_dot_product_attention: REEL_CUDA_HALF_ATTENTION must be staged or cudnn, got \"flash\"");
+}
+
+TEST_CASE("cuDNN's fused attention takes unmasked f16/bf16 calls, heads of 8k up to 128, on "
+          "Ampere or newer; each other call says why it stays staged", "[cuda][rules][attention]") {
+  using reel::DType;
+  const ha::Call ok{DType::bf16, DType::bf16, DType::bf16, DType::bf16, DType::f32, 6, 1024, 1024, 64, 64, false, 0,
+                    9, true};
+  CHECK(ha::refusal(ok).empty());
+  ha::Call c = ok;
+  c.q = c.k = c.v = c.out = DType::f16;
+  CHECK(ha::refusal(c).empty());
+  c.L = 1, c.S = 7, c.E = c.Ev = 128, c.cc_major = 8;  // L != S, the widest head, an A100
+  CHECK(ha::refusal(c).empty());
+  auto why = [&](auto change) {
+    ha::Call d = ok;
+    change(d);
+    return ha::refusal(d);
+  };
+  CHECK(why([](ha::Call& d) { d.q = d.k = d.v = d.out = DType::f32; }) == "not f16/bf16");
+  CHECK(why([](ha::Call& d) { d.k = DType::f16; }).find("one dtype") != std::string::npos);
+  CHECK(why([](ha::Call& d) { d.out = DType::f32; }).find("one dtype") != std::string::npos);  // f32 gradients
+  CHECK(why([](ha::Call& d) { d.lse = DType::bf16; }) == "lse not f32");
+  CHECK(why([](ha::Call& d) { d.mask = true; }).find("a mask") == 0);
+  CHECK(why([](ha::Call& d) { d.dropout_p = 0.1; }).empty());  // cuDNN's own Philox, seeded with reel's
+  CHECK(why([](ha::Call& d) { d.S = 0; }) == "an empty plane");
+  CHECK(why([](ha::Call& d) { d.Ev = 32; }) == "heads of q and v that differ");
+  CHECK(why([](ha::Call& d) { d.E = d.Ev = 60; }).find("multiple of 8") != std::string::npos);
+  CHECK(why([](ha::Call& d) { d.E = d.Ev = 136; }).find("up to 128") != std::string::npos);
+  CHECK(why([](ha::Call& d) { d.cc_major = 7; }).find("Ampere") != std::string::npos);
+  CHECK(why([](ha::Call& d) { d.aligned = false; }).find("16-byte") != std::string::npos);
+}
+
+TEST_CASE("cuDNN sees reel's contiguous [BH, rows, d] planes as [BH, 1, rows, d] and lse as packed "
+          "[BH, 1, L, 1]", "[cuda][rules][attention]") {
+  const int64_t BH = 6, rows = 1000, d = 64;
+  const ha::Layout l = ha::plane_layout(BH, rows, d);
+  CHECK(l.dim == std::array<int64_t, 4>{BH, 1, rows, d});
+  // every element's offset is the contiguous plane's bh rows d + r d + c
+  for (int64_t b : {int64_t(0), BH - 1})
+    for (int64_t r : {int64_t(0), int64_t(17), rows - 1})
+      for (int64_t col : {int64_t(0), d - 1})
+        CHECK(b * l.stride[0] + r * l.stride[2] + col * l.stride[3] == (b * rows + r) * d + col);
+  CHECK(l.stride[1] == rows * d);  // the unit head dim: any stride, this one is packed BHSD's
+  const ha::Layout s = ha::stats_layout(BH, rows);
+  CHECK(s.dim == std::array<int64_t, 4>{BH, 1, rows, 1});
+  CHECK(s.stride == std::array<int64_t, 4>{rows, rows, 1, 1});  // packed: what cuDNN before 9.26 reads back
+}
+
+TEST_CASE("cuDNN attention graphs are cached per device, direction, dtype, shape, causal flag, scale and dropout",
+          "[cuda][rules][attention]") {
+  const ha::Key a{0, false, reel::DType::bf16, 6, 1024, 1024, 64, true, 0.125f, 0.0f};
+  ha::Key b = a;
+  CHECK(a == b);
+  CHECK_FALSE(a < b);
+  CHECK_FALSE(b < a);
+  for (int i = 0; i < 10; ++i) {
+    ha::Key c = a;
+    switch (i) {
+      case 0: c.device = 1; break;
+      case 1: c.backward = true; break;
+      case 2: c.dtype = reel::DType::f16; break;
+      case 3: c.BH = 12; break;
+      case 4: c.L = 512; break;
+      case 5: c.S = 2048; break;
+      case 6: c.E = 128; break;
+      case 7: c.causal = false; break;
+      case 8: c.scale = 0.25f; break;
+      default: c.dropout = 0.2f; break;
+    }
+    INFO("field " << i);
+    CHECK_FALSE(c == a);
+    CHECK((c < a) != (a < c));  // a strict order: one of the two
+  }
+}

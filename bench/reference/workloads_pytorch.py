@@ -560,14 +560,15 @@ def w12(c):
         q, k, v = (torch.randn(1, 6, L, 64, device=dev, requires_grad=True) for _ in range(3))
         g = torch.randn(1, 6, L, 64, device=dev)
 
-        def once():
-            if hasattr(F, "scaled_dot_product_attention"):
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                s = (q @ k.transpose(-2, -1)) / 8.0
-                s = s.masked_fill(torch.ones(L, L, dtype=torch.bool, device=dev).triu(1), float("-inf"))
-                o = F.softmax(s, dim=-1) @ v
-            torch.autograd.grad(o, (q, k, v), g)
+        def once():  # under --amp, the forward under autocast, as the step's
+            with c.amp():
+                if hasattr(F, "scaled_dot_product_attention"):
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                else:
+                    s = (q @ k.transpose(-2, -1)) / 8.0
+                    s = s.masked_fill(torch.ones(L, L, dtype=torch.bool, device=dev).triu(1), float("-inf"))
+                    o = F.softmax(s, dim=-1) @ v
+            torch.autograd.grad(o, (q, k, v), g.to(o.dtype))
 
         once()
         peak = peak_rss_mb(once) if dev.type == "cpu" else None
