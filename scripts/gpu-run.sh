@@ -150,7 +150,7 @@ if [[ ! -e /usr/share/datasets/fashion-mnist ]] && mkdir -p /usr/share/datasets 
 fi
 
 # ---- libraries: the first folder holding each library, PyTorch's pip folders first
-find_libs() {
+find_libs() {  # find_libs LIB...: "LIB DIR" a line, DIR the first folder holding LIB or NOT-FOUND
   local py dirs=()
   for py in python3 /usr/bin/python3; do
     command -v "$py" > /dev/null || continue
@@ -164,13 +164,13 @@ except Exception:
     pass
 roots += [os.path.join(p, "nvidia") for p in site.getsitepackages()]
 for r in dict.fromkeys(os.path.realpath(r) for r in roots if os.path.isdir(r)):
-    for sub in ("cudnn/lib", "cu13/lib", "cublas/lib", "cuda_runtime/lib"):
+    for sub in ("cudnn/lib", "cu13/lib", "cublas/lib", "cuda_runtime/lib", "cuda_nvrtc/lib"):
         if os.path.isdir(os.path.join(r, sub)):
             print(os.path.join(r, sub))' 2> /dev/null)
   done
   dirs+=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu)
   local lib d found
-  for lib in libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libcudart.so.13; do
+  for lib in "$@"; do
     found=""
     for d in "${dirs[@]}"; do
       if [[ -e "$d/$lib" ]]; then found=$d; break; fi
@@ -178,15 +178,18 @@ for r in dict.fromkeys(os.path.realpath(r) for r in roots if os.path.isdir(r)):
     echo "$lib ${found:-NOT-FOUND}"
   done
 }
-find_libs > "$work/found_libs.txt" 2>&1
+find_libs libcudnn.so.9 libcublasLt.so.13 libcublas.so.13 libcudart.so.13 > "$work/found_libs.txt" 2>&1
+# NVRTC: cuDNN compiles some fused attention engines at run time (REEL_CUDA_HALF_ATTENTION=cudnn);
+# without it cuDNN refuses those graphs and reel runs them staged, so it is looked for, not required
+find_libs libnvrtc.so.13 > "$work/optional_libs.txt" 2>&1
 lib_path="$prefix_lib:$work/build/lib"
 while read -r lib dir; do
   [[ "$dir" == NOT-FOUND ]] && continue
   [[ ":$lib_path:" == *":$dir:"* ]] || lib_path="$lib_path:$dir"
-done < "$work/found_libs.txt"
+done < <(cat "$work/found_libs.txt" "$work/optional_libs.txt")
 export LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 check_libraries() {
-  cat "$work/found_libs.txt"
+  cat "$work/found_libs.txt" "$work/optional_libs.txt"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   local p missing=0
   for p in "$work"/build/test/cuda/reel_cuda_tests "$work"/build/samples/* "$work"/build/bench/* "$work"/build/lib/*; do
