@@ -145,3 +145,28 @@ TEST_CASE("attention modules: dropout in training only, unbatched inputs, errors
                     Catch::Contains("key_padding_mask"));
   CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 2, {.activation = "tanh"}), Catch::Contains("activation"));
 }
+
+// Under autocast the projections give bf16 q, k, v and MultiheadAttention adds a float mask
+// to the padding mask's -inf; scaled_dot_product_attention casts q, k, v and a float mask by
+// one policy (autocast_attention: f32 on the CPU), so the mask always comes in q's dtype
+TEST_CASE("MultiheadAttention with a float mask runs under autocast, close to f32", "[attention][modules][autocast]") {
+  manual_seed(31);
+  nn::MultiheadAttention mha(32, 4, {.batch_first = true});
+  Tensor x = randn({2, 7, 32});
+  Tensor bias = randn({7, 7}) * 0.5;
+  Tensor keep = gt(rand({2, 7}), 0.2);
+  keep = logical_or(keep, lt(arange(0, 7, 1), 1.0).reshape({1, 7}));
+  for (bool padding : {false, true}) {
+    INFO((padding ? "with a key padding mask" : "float mask alone"));
+    nn::AttentionCall call{.attn_mask = bias, .need_weights = false};
+    if (padding) call.key_padding_mask = logical_not(keep);
+    Tensor want = mha(x, x, x, call).output;
+    Tensor got;
+    {
+      AutocastGuard amp({.device = DeviceType::CPU, .dtype = DType::bf16});
+      got = mha(x, x, x, call).output;
+    }
+    const double scale = want.abs().max().item<double>();
+    CHECK((got.to(DType::f32) - want).abs().max().item<double>() <= 3e-2 * scale);
+  }
+}
