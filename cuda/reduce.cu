@@ -8,7 +8,8 @@
 // Four paths, by where the contiguous dim of x is:
 //   - whole tensor, contiguous, floating point: cub::DeviceReduce;
 //   - per-channel sums of a contiguous [N, C, L] with runs L >= 64 (a conv bias gradient),
-//     floating point: cub::DeviceSegmentedReduce over the N·C runs, then the columns;
+//     floating point: cub::DeviceSegmentedReduce over the N·C runs, then the columns
+//     (REEL_CUDA_CHANNEL_SUMS=warps: a warp a run with 16-byte loads instead of CUB);
 //   - rows (the contiguous dim is reduced, or none is): one warp per output (per split),
 //     lanes strided along the group, cub::WarpReduce at the end;
 //   - columns (the contiguous dim is kept: sum over the batch of [N, C], a linear bias
@@ -33,6 +34,7 @@
 #include <optional>
 
 #include "internal/allocator.h"
+#include "internal/env_switch.h"
 #include "internal/launch_geometry.h"
 #include "internal/arg_reduce.h"
 #include "elementwise.cuh"
@@ -272,6 +274,49 @@ __global__ void __launch_bounds__(kThreads) sum_partials(const T* partial, Out* 
   }
 }
 
+// Stage 1 with REEL_CUDA_CHANNEL_SUMS=warps: partial[r] = the sum of run r (l contiguous
+// elements at x + r l), one warp a run (geometry::run_sums_blocks), each lane four
+// independent sums over 16-byte loads where every run is 16-byte aligned
+// (geometry::run_sums_vectorized), so that a warp keeps several loads in flight where CUB's
+// block a run waits on 4 KiB. Memory-bound: x read once, no temporary storage.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) run_sums(const T* x, T* partial, int64_t runs, int64_t l, bool vec) {
+  using V = std::conditional_t<std::is_same_v<T, float>, float4, double2>;
+  constexpr int kPer = int(sizeof(V) / sizeof(T));  // elements a 16-byte load
+  const int lane = int(threadIdx.x % 32);
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < runs; r += warps) {
+    const T* p = x + r * l;
+    T acc[4] = {T(0), T(0), T(0), T(0)};
+    int64_t done = 0;
+    if (vec) {
+      const V* pv = reinterpret_cast<const V*>(p);
+      const int64_t nv = l / kPer;
+#pragma unroll 4
+      for (int64_t i = lane; i < nv; i += 32) {
+        const V v = pv[i];
+        if constexpr (kPer == 4) {
+          acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+        } else {
+          acc[0] += v.x, acc[1] += v.y;
+        }
+      }
+      done = nv * kPer;
+    }
+    for (int64_t i = done + lane; i < l; i += 32) acc[(i / 32) % 4] += p[i];
+    T sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
+    if (lane == 0) partial[r] = sum;
+  }
+}
+
+EnvSwitch<geometry::ChannelSums> g_channel_sums(
+    "REEL_CUDA_CHANNEL_SUMS", geometry::channel_sums_from_env,
+    [](const char* v) {
+      return std::string("reduce: REEL_CUDA_CHANNEL_SUMS must be cub or warps, got \"") + (v ? v : "") + "\"";
+    },
+    geometry::ChannelSums::invalid);
+
 // Whether s describes a contiguous [N, C, L] reduced over N and L with L >= kMinRun;
 // sets n, c, l.
 bool channel_layout(const Split& s, int64_t& n, int64_t& c, int64_t& l) {
@@ -287,6 +332,16 @@ template <typename T, typename Out, typename R>
 void channel_sums(Context& ctx, const T* x, Out* out, const Split& s, int64_t n, int64_t c, int64_t l) {
   int64_t runs = n * c;
   DeviceBuffer partial(ctx, size_t(runs) * sizeof(T));
+  if (g_channel_sums.get() == geometry::ChannelSums::warps) {
+    const int64_t blocks = geometry::run_sums_blocks(runs, ctx.sm_count, ctx.max_threads_per_sm);
+    const bool vec = geometry::run_sums_vectorized(reinterpret_cast<uint64_t>(x), l, int64_t(sizeof(T)));
+    run_sums<T><<<unsigned(blocks), kThreads, 0, ctx.stream>>>(x, partial.as<T>(), runs, l, vec);
+    check_launch("reduce");
+    sum_partials<T, Out, R><<<ctx.grid_for(c, kThreads), kThreads, 0, ctx.stream>>>(partial.as<T>(), out, n, c,
+                                                                                    s.kept.ostride[0], s.count);
+    check_launch("reduce");
+    return;
+  }
   auto begins = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), RunOffset{l});
   auto ends = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(1), RunOffset{l});
   size_t bytes = 0;

@@ -42,6 +42,10 @@
 #               paths themselves and ran in cuda_tests too)
 #   w12_half_attention  W12's step and SDPA rows under --amp bf16 with REEL_CUDA_HALF_ATTENTION
 #               staged, then cudnn, then PyTorch eager under the same autocast
+#   cuda_tests_channel_sums, memcheck_channel_sums, synccheck_channel_sums   the reduction
+#               and bias tests with REEL_CUDA_CHANNEL_SUMS=warps (per-channel sums a warp a run,
+#               not the default)
+#   w7_channel_sums  W7 (the bias gradient) with REEL_CUDA_CHANNEL_SUMS=cub, then warps
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
@@ -120,6 +124,8 @@ finish() {
     [[ -s "$logs/w12_half_attention.log" ]] && {
       echo "---- W12 --amp bf16, REEL_CUDA_HALF_ATTENTION=staged then cudnn, then PyTorch eager";
       grep -E "^REEL_CUDA_HALF_ATTENTION|^PyTorch|^W12 |refused" "$logs/w12_half_attention.log"; }
+    [[ -s "$logs/w7_channel_sums.log" ]] && { echo "---- W7, REEL_CUDA_CHANNEL_SUMS=cub then warps";
+      grep -E "^REEL_CUDA_CHANNEL_SUMS|^W7 " "$logs/w7_channel_sums.log"; }
     # the sections above as one decision per switch (each path against the default and PyTorch
     # eager, issue 46's targets); it only reads the logs, so it must not change the run's status
     echo "---- GPU paths: which wins"
@@ -238,6 +244,7 @@ vector=(env REEL_CUDA_ATTENTION=vector)   # the tiles with 16-byte shared reads 
 stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (not yet measured)
 bnrelu=(env REEL_CUDA_BN_RELU=fused)      # batch norm + relu in the same kernels (not yet measured)
 half=(env REEL_CUDA_HALF_ATTENTION=cudnn)  # cuDNN's fused f16/bf16 attention (not yet measured)
+chsums=(env REEL_CUDA_CHANNEL_SUMS=warps)   # per-channel sums a warp a run (not yet measured)
 
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -258,6 +265,8 @@ step cuda_tests_stack 60 "${stack[@]}" "$cuda_tests" --durations yes "[rnn]"
 step cuda_tests_bn_fused 60 "${bnrelu[@]}" "$cuda_tests" --durations yes "[norm]"
 # ---- REEL_CUDA_HALF_ATTENTION=cudnn over the attention tests (autocast's attention in bf16)
 step cuda_tests_half 60 "${half[@]}" "$cuda_tests" --durations yes "[attention]"
+# ---- REEL_CUDA_CHANNEL_SUMS=warps over the reductions (conv bias gradients among them)
+step cuda_tests_channel_sums 60 "${chsums[@]}" "$cuda_tests" --durations yes "[reduce],[bias]"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -298,6 +307,11 @@ else
   # cuDNN's fused attention under memcheck (its kernels are cuDNN's: racecheck is theirs to keep)
   step memcheck_half 60 "${half[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "[half]"
+  # the per-channel sums a warp a run: loads and shuffles (no shared memory for racecheck)
+  for tool in memcheck synccheck; do
+    step "${tool}_channel_sums" 60 "${chsums[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+      "$cuda_tests" "[reduce],[bias]"
+  done
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
     step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
@@ -364,6 +378,15 @@ w12_half_attention() {
   python3 "$root/bench/reference/workloads_pytorch.py" w12 --device cuda --amp bf16 --steps 10 --reps 2
 }
 step w12_half_attention 60 w12_half_attention
+# W7 with the per-channel sums through CUB (the default), then a warp a run
+w7_channel_sums() {
+  local p
+  for p in cub warps; do
+    echo "REEL_CUDA_CHANNEL_SUMS=$p"
+    REEL_CUDA_CHANNEL_SUMS=$p "$work/build/bench/bench_w7_bias_grad" --device cuda --reps 5 || return 1
+  done
+}
+step w7_channel_sums 30 w7_channel_sums
 # W9's GRU per layer (the default) and as the whole stack, same steps, one after the other
 w9_cudnn_rnn() {
   local p

@@ -294,3 +294,35 @@ TEST_CASE("attention's vector tiles cover every row with 16-byte aligned tiles i
   CHECK(geo::attention_vector_tiles(1000, 4096, 4096, 64, 64, h200, 132).rows == 64);
   CHECK(geo::attention_vector_tiles(6, 1024, 1024, 128, 128, a100, 108).head == 0);
 }
+
+TEST_CASE("the per-channel sums' warp-a-run kernel takes every run once, on a bounded grid, 16 bytes a load only "
+          "where every run is aligned", "[cuda][geometry][reduce]") {
+  CHECK(geo::channel_sums_from_env(nullptr) == geo::ChannelSums::cub);
+  CHECK(geo::channel_sums_from_env("") == geo::ChannelSums::cub);
+  CHECK(geo::channel_sums_from_env("cub") == geo::ChannelSums::cub);
+  CHECK(geo::channel_sums_from_env("warps") == geo::ChannelSums::warps);
+  CHECK(geo::channel_sums_from_env("Warps") == geo::ChannelSums::invalid);
+  for (int sms : {1, 108, 132})
+    for (int64_t runs : {int64_t(1), int64_t(7), int64_t(8), int64_t(9), int64_t(4096), int64_t(100003),
+                         int64_t(1) << 31}) {
+      INFO(sms << " SMs, " << runs << " runs");
+      const int64_t blocks = geo::run_sums_blocks(runs, sms, 2048);
+      CHECK(blocks >= 1);
+      CHECK(blocks <= geo::kGridXMax);
+      CHECK(blocks <= int64_t(sms) * (2048 / geo::kBlockThreads) * 2);  // resident blocks twice over at most
+      const int64_t warps = blocks * geo::kWarpsPerBlock;
+      if (runs <= warps) CHECK(blocks == (runs + geo::kWarpsPerBlock - 1) / geo::kWarpsPerBlock);  // a warp a run
+      if (runs <= 200000) {  // the kernel's grid-stride loop: run r is warp (r mod warps)'s, once
+        std::vector<int> taken(size_t(runs), 0);
+        for (int64_t w = 0; w < warps; ++w)
+          for (int64_t r = w; r < runs; r += warps) ++taken[size_t(r)];
+        CHECK(std::all_of(taken.begin(), taken.end(), [](int t) { return t == 1; }));
+      }
+    }
+  CHECK(geo::run_sums_vectorized(0x1000, 1024, 4));      // W7's runs of 1024 floats
+  CHECK(geo::run_sums_vectorized(0x1000, 144, 4));       // 12 x 12
+  CHECK_FALSE(geo::run_sums_vectorized(0x1000, 81, 4));  // 9 x 9: the second run starts 4 bytes off
+  CHECK(geo::run_sums_vectorized(0x1000, 66, 8));        // doubles: pairs
+  CHECK_FALSE(geo::run_sums_vectorized(0x1000, 65, 8));
+  CHECK_FALSE(geo::run_sums_vectorized(0x1004, 1024, 4));  // a view one float into its storage
+}

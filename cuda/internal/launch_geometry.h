@@ -41,6 +41,31 @@ inline bool u32_loop_safe(int64_t n, int64_t grid, int threads) {
   return n <= kU32Items && n + grid * threads <= (int64_t(1) << 32);
 }
 
+// ---- per-channel sums of a contiguous [N, C, L] (a conv bias gradient; cuda/reduce.cu)
+// REEL_CUDA_CHANNEL_SUMS: "cub" (the default: CUB's segmented reduction over the N·C runs, a
+// block a run), "warps" (run_sums: a warp a run, 16-byte loads); anything else invalid.
+enum class ChannelSums { cub, warps, invalid };
+inline ChannelSums channel_sums_from_env(const char* value) {
+  if (!value || !*value) return ChannelSums::cub;
+  std::string_view v(value);
+  if (v == "cub") return ChannelSums::cub;
+  if (v == "warps") return ChannelSums::warps;
+  return ChannelSums::invalid;
+}
+// run_sums' grid: a warp a run in a grid-stride loop over the runs (warp w of the grid takes
+// runs w, w + warps, ...); enough blocks for every run its own warp, at most every SM's
+// resident blocks twice over.
+inline int64_t run_sums_blocks(int64_t runs, int sm_count, int max_threads_per_sm) {
+  const int64_t blocks = (runs + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int64_t cap = int64_t(sm_count) * std::max(1, max_threads_per_sm / kBlockThreads) * 2;
+  return std::max<int64_t>(1, std::min(blocks, cap));
+}
+// Whether every run (l elements of elem_size bytes from a base address) starts on 16 bytes:
+// then a lane reads 16 bytes a load (float4, double2).
+inline bool run_sums_vectorized(uint64_t base, int64_t l, int64_t elem_size) {
+  return base % 16 == 0 && (l * elem_size) % 16 == 0;
+}
+
 // A reduction over a 2-D grid. `blocks` blocks along x each own outputs_per_block of the
 // `outputs`; the `count` items each output reduces are cut into `splits` chunks of
 // `chunk`, block row y taking [y chunk, min((y + 1) chunk, count)). With splits > 1 block

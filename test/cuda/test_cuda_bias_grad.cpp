@@ -1,6 +1,7 @@
 // Broadcast-bias gradients on the GPU against the CPU: per-channel sums of [N, C, H, W]
-// (CUB's segmented reduction over the N·C runs of H·W, then the columns, when runs are
-// at least 64 long; the split kernels otherwise) and batch sums of [N, C] (the column kernel).
+// (CUB's segmented reduction over the N·C runs of H·W, or with REEL_CUDA_CHANNEL_SUMS=warps
+// a warp a run, then the columns, when runs are at least 64 long; the split kernels
+// otherwise) and batch sums of [N, C] (the column kernel).
 #include "compare.h"
 
 using namespace reel;
@@ -19,6 +20,17 @@ TEST_CASE("per-channel sums of NCHW match the CPU on both paths", "[cuda][reduce
     Tensor x64 = leaf(shape, -2, 2, DType::f64);
     CHECK_SAME_ON_GPU([](const V& v) { return v[0].sum({0, 2, 3}); }, {x64}, 1e-12, 1e-12);
   }
+  // runs whose 16-byte loads would straddle (81 and 130 floats), and runs from a base 4 bytes
+  // off (REEL_CUDA_CHANNEL_SUMS=warps reads those element by element; gpu-run.sh runs this
+  // file with it)
+  for (Dims shape : {Dims{3, 5, 9, 9}, Dims{2, 3, 10, 13}}) {
+    INFO(shape.str());
+    CHECK_SAME_ON_GPU([](const V& v) { return v[0].sum({0, 2, 3}); }, {leaf(shape)}, 1e-4, 1e-4);
+    CHECK_SAME_ON_GPU([](const V& v) { return v[0].sum({0, 2, 3}); }, {leaf(shape, -2, 2, DType::f64)}, 1e-12,
+                      1e-12);
+  }
+  CHECK_SAME_ON_GPU([](const V& v) { return v[0].narrow(0, 1, 4 * 3 * 64).reshape({4, 3, 8, 8}).sum({0, 2, 3}); },
+                    {leaf({1 + 4 * 3 * 64})}, 1e-4, 1e-4);
   // not contiguous: the split kernels take it
   CHECK_SAME_ON_GPU([](const V& v) { return v[0].permute({0, 1, 3, 2}).sum({0, 2, 3}); }, {leaf({4, 6, 16, 12})},
                     1e-4, 1e-4);

@@ -38,6 +38,9 @@ line "  verdict: REEL_CUDNN_RNN=stack wins (0.80 of the default on W9 epoch_s)"
 line "  verdict: REEL_CUDA_BN_RELU: default stays (fused: 0.90 of the default on W11 step_ms but 1.05 on W10 s_per_1000_images)"
 line "  verdict: REEL_CUDA_HALF_ATTENTION: default stays (cudnn: 0.99 of the default on W12 step_ms)"
 line "  verdict: REEL_CUDA_ATTENTION=vector REEL_CUDA_ATTENTION_ROWS=32 wins (0.90 of the default on W12 sdpa_T4096_ms)"
+# W7: the warps path wins although the program's own floor probe read 5% slower in its run
+line "  verdict: REEL_CUDA_CHANNEL_SUMS=warps wins (0.46 of the default on W7 bias_grad_ms)"
+row "W7 bias_grad_ms" 0.0195 0.009 0.46 - - - -
 # W9's PyTorch from bench.jsonl's float32 record (0.85), not its amp-bf16 one (0.5)
 row "W9 epoch_s" 2.47 1.976 0.80 0.85 "2.91 NO" "2.32 NO" "<= 0.8"
 # W11 has no PyTorch number; its peak memory has no target
