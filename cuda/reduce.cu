@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kThreads) sum_partials(const T* partial, Out* 
 // elements at x + r l), one warp a run (geometry::run_sums_blocks), each lane four
 // independent sums over 16-byte loads where every run is 16-byte aligned
 // (geometry::run_sums_vectorized), so that a warp keeps several loads in flight where CUB's
-// block a run waits on 4 KiB. Memory-bound: x read once, no temporary storage.
+// block a run waits on 4 KiB. Memory-bound: x read once, no scratch beyond the partials.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) run_sums(const T* x, T* partial, int64_t runs, int64_t l, bool vec) {
   using V = std::conditional_t<std::is_same_v<T, float>, float4, double2>;
