@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "gradcheck.h"
+#include "torch_table.h"
 
 using namespace reel;
 using reel::test::input;
@@ -247,4 +248,47 @@ TEST_CASE("sdpa errors name the op and what came", "[attention][errors]") {
   Tensor qq = randn({1, 2, 3}).requires_grad_();
   Tensor y = scaled_dot_product_attention(qq, randn({1, 2, 3}), randn({1, 2, 3}));
   CHECK_THROWS_WITH(autograd::grad({y.sum()}, {qq}, {}, {.create_graph = true}), Catch::Contains("create_graph"));
+}
+
+// f16/bf16 attention against PyTorch's math path on a generated table
+// (test/reference/sdpa_half.py, PyTorch 1.13: the composition in f64 from the rounded inputs,
+// rounded once): plain, causal with L != S, an additive half mask, a NaN in q, an inf in v, L = 0
+// and S = 0. Finite values within a rounding of the dtype (relative to the tensor's largest),
+// NaN where PyTorch has NaN, the same infinity where it has one.
+TEST_CASE("sdpa in f16 and bf16 matches PyTorch's table, NaN, inf and empty inputs included", "[attention]") {
+  static const reel::test::Table t = reel::test::load_torch_table("sdpa_half.txt");
+  REQUIRE(t.size() == 14);
+  for (const auto& [name, m] : t) {
+    reel::test::Case c{m, name};
+    INFO(name);
+    Tensor q = c.in("q").requires_grad_(), k = c.in("k").requires_grad_(), v = c.in("v").requires_grad_();
+    const DType dt = q.dtype();
+    const bool causal = name.find("_causal") != std::string::npos;
+    SdpaOptions o{.is_causal = causal};
+    if (m.count("mask")) o.attn_mask = c.in("mask");
+    Tensor y = scaled_dot_product_attention(q, k, v, o);
+    REQUIRE(y.dtype() == dt);
+    V got = {y};
+    V g = autograd::grad({y}, {q, k, v}, {c.in("g")}, {.allow_unused = true});
+    for (int i = 0; i < 3; ++i) got.push_back(g[i].defined() ? g[i] : zeros_like(i == 0 ? q : i == 1 ? k : v));
+    const char* keys[] = {"y", "gq", "gk", "gv"};
+    for (int i = 0; i < 4; ++i) {
+      INFO(keys[i]);
+      Tensor want = c.out(keys[i]);
+      REQUIRE(got[i].shape() == want.shape());
+      REQUIRE(got[i].dtype() == dt);
+      std::vector<double> a = got[i].to_vector<double>(), b = want.to_vector<double>();
+      double scale = 0;
+      for (double x : b)
+        if (std::isfinite(x)) scale = std::max(scale, std::abs(x));
+      // outputs: a rounding or two; gradients read the rounded output (rowsum(g y)) too
+      const double tol = (i == 0 ? 2.0 : 6.0) * (dt == DType::bf16 ? 0x1p-8 : 0x1p-11) * std::max(scale, 1.0);
+      for (size_t j = 0; j < b.size(); ++j) {
+        INFO("element " << j << ": reel " << a[j] << ", PyTorch " << b[j]);
+        if (std::isnan(b[j])) CHECK(std::isnan(a[j]));
+        else if (std::isinf(b[j])) CHECK(a[j] == b[j]);
+        else CHECK(std::abs(a[j] - b[j]) <= tol);
+      }
+    }
+  }
 }

@@ -1,5 +1,5 @@
 // Tables of inputs and PyTorch's outputs written by the generators in test/reference/
-// (ops15.py, fused17.py). Format, one tensor a line:
+// (ops15.py, fused17.py, sdpa_half.py). Format, one tensor a line:
 //   <case> <name> <dtype> <rank> <dims...> <values...>   ("=name": PyTorch's output)
 #pragma once
 #include <catch2/catch.hpp>
@@ -57,9 +57,16 @@ inline Table load_torch_table(const std::string& file) {
     std::vector<double> v;
     std::string tok;
     while (in >> tok) v.push_back(std::strtod(tok.c_str(), nullptr));
-    DType d = dt == "f32" ? DType::f32 : dt == "f64" ? DType::f64 : dt == "i64" ? DType::i64 : DType::boolean;
-    Tensor x = from_vector<double>(v, Dims{int64_t(v.size())}, {.dtype = d == DType::boolean ? DType::u8 : d});
-    if (d == DType::boolean) x = x.to(DType::boolean);
+    DType d = dt == "f32"    ? DType::f32
+              : dt == "f64"  ? DType::f64
+              : dt == "bf16" ? DType::bf16
+              : dt == "f16"  ? DType::f16
+              : dt == "i64"  ? DType::i64
+                             : DType::boolean;
+    // bools read through u8; halves are written as the f64 values they hold exactly (sdpa_half.py)
+    const DType read = d == DType::boolean ? DType::u8 : is_low_precision(d) ? DType::f64 : d;
+    Tensor x = from_vector<double>(v, Dims{int64_t(v.size())}, {.dtype = read});
+    if (read != d) x = x.to(d);
     t[c][name] = x.reshape(shape);
   }
   return t;
