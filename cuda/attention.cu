@@ -211,8 +211,8 @@ geometry::AttentionKernel kernel_kind() {
   static const geometry::AttentionKernel kind =
       geometry::attention_kernel_from_env(std::getenv("REEL_CUDA_ATTENTION"), geometry::AttentionKernel::tiles);
   if (kind == geometry::AttentionKernel::invalid)
-    throw Error(std::string("scaled_dot_product_attention: REEL_CUDA_ATTENTION must be rows, tiles or vector, got \"") +
-                std::getenv("REEL_CUDA_ATTENTION") + "\"");
+    throw Error(choice_message("scaled_dot_product_attention", "REEL_CUDA_ATTENTION", geometry::kAttentionKernels,
+                               std::getenv("REEL_CUDA_ATTENTION")));
   return kind;
 }
 

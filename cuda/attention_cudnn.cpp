@@ -34,7 +34,7 @@
 
 #include "internal/backend.h"
 #include "internal/context.h"
-#include "internal/decide.h"
+#include "internal/dnn.h"
 #include "internal/graph.h"
 #include "internal/half_attention.h"
 
@@ -43,10 +43,6 @@ namespace {
 
 namespace fe = cudnn_frontend;
 using TensorAttr = std::shared_ptr<fe::graph::Tensor_attributes>;
-
-void check_dnn(cudnnStatus_t s, const char* op, const char* what) {
-  if (s != CUDNN_STATUS_SUCCESS) fail_cudnn(op, int(s), what);
-}
 
 struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;  // null: cuDNN refused the key's graph
@@ -70,15 +66,8 @@ State& state_of(Context& c, const char* op) {
   if (!s) {
     forbid_in_capture(c, op, "would create cuDNN's attention handle (the first f16/bf16 attention on this device); "
                              "run the step once before capturing it (the warm-up rule of cuda::Graph)");
-    // the cuDNN found at run time must suit the headers reel was built with (as conv.cpp checks)
-    int runtime = 0;
-    check(cudaRuntimeGetVersion(&runtime), op, "cudaRuntimeGetVersion");
-    std::string problem = decide::library_problem("cuDNN", long(cudnnGetVersion()), long(cudnnGetCudartVersion()),
-                                                  CUDNN_VERSION, runtime);
-    if (!problem.empty()) throw Error(std::string(op) + ": " + problem);
     auto* fresh = new State();
-    check_dnn(cudnnCreate(&fresh->handle), op, "cudnnCreate");
-    check_dnn(cudnnSetStream(fresh->handle, c.stream), op, "cudnnSetStream");
+    fresh->handle = create_dnn_handle(c, op);
     s = fresh;
   }
   return *s;

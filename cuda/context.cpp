@@ -15,6 +15,7 @@
 
 #include "internal/context.h"
 #include "internal/decide.h"
+#include "internal/dnn.h"
 #include "internal/launch_geometry.h"
 #include "internal/graph.h"
 #include "cuda.h"
@@ -206,6 +207,18 @@ void fail_cudnn(const char* op, int status, const char* what) {
   cudnnGetLastErrorString(detail, sizeof(detail));
   throw Error(fmt::format("{}: cuDNN error in {}: {}{}{}", op, what, cudnnGetErrorString(cudnnStatus_t(status)),
                           detail[0] ? ": " : "", detail));
+}
+
+cudnnHandle_t create_dnn_handle(Context& ctx, const char* op) {
+  int runtime = 0;
+  check(cudaRuntimeGetVersion(&runtime), op, "cudaRuntimeGetVersion");
+  std::string problem = decide::library_problem("cuDNN", long(cudnnGetVersion()), long(cudnnGetCudartVersion()),
+                                                CUDNN_VERSION, runtime);
+  if (!problem.empty()) throw Error(std::string(op) + ": " + problem);
+  cudnnHandle_t h = nullptr;
+  check_dnn(cudnnCreate(&h), op, "cudnnCreate");
+  check_dnn(cudnnSetStream(h, ctx.stream), op, "cudnnSetStream");
+  return h;
 }
 
 // ---- public API (cuda/cuda.h)

@@ -24,15 +24,13 @@
 #include "internal/allocator.h"
 #include "internal/backend.h"
 #include "internal/decide.h"
+#include "internal/dnn.h"
 #include "internal/graph.h"
 #include "cuda.h"
 
 namespace reel::cuda {
 
 namespace {
-void check_dnn(cudnnStatus_t s, const char* op, const char* what) {
-  if (s != CUDNN_STATUS_SUCCESS) fail_cudnn(op, int(s), what);
-}
 
 constexpr size_t kSearchWorkspaceCap = size_t(1) << 30;
 constexpr const char* kSearchInCapture =
@@ -108,16 +106,7 @@ cudnnHandle_t handle(Context& ctx, ConvCache*& cache) {
   if (!ctx.dnn) {
     forbid_in_capture(ctx, "conv2d", "would create cuDNN's handle (the first convolution on this device); run the "
                                      "step once before capturing it (the warm-up rule of cuda::Graph)");
-    // The cuDNN found at run time must suit the headers and the CUDA runtime reel was built
-    // with: a mismatch fails later with statuses that do not say why.
-    int runtime = 0;
-    check(cudaRuntimeGetVersion(&runtime), "conv2d", "cudaRuntimeGetVersion");
-    std::string problem = decide::library_problem("cuDNN", long(cudnnGetVersion()), long(cudnnGetCudartVersion()),
-                                                  CUDNN_VERSION, runtime);
-    if (!problem.empty()) throw Error("conv2d: " + problem);
-    cudnnHandle_t h = nullptr;
-    check_dnn(cudnnCreate(&h), "conv2d", "cudnnCreate");
-    check_dnn(cudnnSetStream(h, ctx.stream), "conv2d", "cudnnSetStream");
+    cudnnHandle_t h = create_dnn_handle(ctx, "conv2d");
     ctx.conv_cache = new ConvCache();
     ctx.dnn = h;
   }

@@ -310,12 +310,8 @@ __global__ void __launch_bounds__(kThreads) run_sums(const T* x, T* partial, int
   }
 }
 
-EnvSwitch<geometry::ChannelSums> g_channel_sums(
-    "REEL_CUDA_CHANNEL_SUMS", geometry::channel_sums_from_env,
-    [](const char* v) {
-      return std::string("reduce: REEL_CUDA_CHANNEL_SUMS must be cub or warps, got \"") + (v ? v : "") + "\"";
-    },
-    geometry::ChannelSums::invalid);
+EnvSwitch<geometry::ChannelSums> g_channel_sums("REEL_CUDA_CHANNEL_SUMS", geometry::channel_sums_from_env,
+                                                geometry::channel_sums_message, geometry::ChannelSums::invalid);
 
 // Whether s describes a contiguous [N, C, L] reduced over N and L with L >= kMinRun;
 // sets n, c, l.

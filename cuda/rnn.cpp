@@ -28,10 +28,6 @@
 namespace reel::cuda {
 namespace {
 
-void check_dnn(cudnnStatus_t s, const char* op, const char* what) {
-  if (s != CUDNN_STATUS_SUCCESS) fail_cudnn(op, int(s), what);
-}
-
 constexpr const char* kOp = "rnn";
 
 // One layer shape's descriptors, made once.
@@ -145,8 +141,7 @@ Tensor flipped(CudaBackend& be, const Tensor& t) {
 void make_rnn_handle(Context& ctx, RnnHandle& h, const char* op) {
   forbid_in_capture(ctx, op, "would create cuDNN's RNN handle (the first recurrent layer on this device); run "
                              "the step once before capturing it (the warm-up rule of cuda::Graph)");
-  check_dnn(cudnnCreate(&h.handle), op, "cudnnCreate");
-  check_dnn(cudnnSetStream(h.handle, ctx.stream), op, "cudnnSetStream");
+  h.handle = create_dnn_handle(ctx, op);
   check_dnn(cudnnCreateDropoutDescriptor(&h.dropout), op, "cudnnCreateDropoutDescriptor");
   size_t bytes = 0;
   check_dnn(cudnnDropoutGetStatesSize(h.handle, &bytes), op, "cudnnDropoutGetStatesSize");

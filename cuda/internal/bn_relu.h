@@ -26,20 +26,16 @@
 #include <cstdint>
 #include <string>
 
+#include "env_switch.h"
+
 namespace reel::cuda::bn_relu {
 
 // ---- REEL_CUDA_BN_RELU: "separate" (the default) or "fused"
 enum class Path { separate, fused, invalid };
-inline Path path_from_env(const char* value) {
-  if (!value || !*value) return Path::separate;
-  const std::string v = value;
-  if (v == "separate") return Path::separate;
-  if (v == "fused") return Path::fused;
-  return Path::invalid;
-}
+inline constexpr Choice<Path> kPaths[] = {{"separate", Path::separate}, {"fused", Path::fused}};
+inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::separate, Path::invalid); }
 inline std::string invalid_path_message(const char* value) {
-  return std::string("batch_norm_relu: REEL_CUDA_BN_RELU must be separate or fused, got \"") + (value ? value : "") +
-         "\"";
+  return choice_message("batch_norm_relu", "REEL_CUDA_BN_RELU", kPaths, value);
 }
 
 // ---- what runs for one call

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "../../tensor/dtype.h"
+#include "env_switch.h"
 
 namespace reel {
 class Tensor;
@@ -29,16 +30,10 @@ namespace reel::cuda::half_attention {
 
 // ---- REEL_CUDA_HALF_ATTENTION: "staged" (the default until a GPU has measured cudnn) or "cudnn"
 enum class Path { staged, cudnn, invalid };
-inline Path path_from_env(const char* value) {
-  if (!value || !*value) return Path::staged;
-  const std::string v = value;
-  if (v == "staged") return Path::staged;
-  if (v == "cudnn") return Path::cudnn;
-  return Path::invalid;
-}
+inline constexpr Choice<Path> kPaths[] = {{"staged", Path::staged}, {"cudnn", Path::cudnn}};
+inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::staged, Path::invalid); }
 inline std::string invalid_path_message(const char* value) {
-  return std::string("scaled_dot_product_attention: REEL_CUDA_HALF_ATTENTION must be staged or cudnn, got \"") +
-         (value ? value : "") + "\"";
+  return choice_message("scaled_dot_product_attention", "REEL_CUDA_HALF_ATTENTION", kPaths, value);
 }
 
 // ---- one call, as the backend sees it (q [BH, L, E], k [BH, S, E], v [BH, S, Ev])

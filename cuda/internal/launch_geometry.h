@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "env_switch.h"
+
 namespace reel::cuda::geometry {
 
 constexpr int kBlockThreads = 256;  // every kernel's block size (kThreads in cuda/elementwise.cuh)
@@ -45,12 +47,12 @@ inline bool u32_loop_safe(int64_t n, int64_t grid, int threads) {
 // REEL_CUDA_CHANNEL_SUMS: "cub" (the default: CUB's segmented reduction over the N·C runs, a
 // block a run), "warps" (run_sums: a warp a run, 16-byte loads); anything else invalid.
 enum class ChannelSums { cub, warps, invalid };
+inline constexpr Choice<ChannelSums> kChannelSums[] = {{"cub", ChannelSums::cub}, {"warps", ChannelSums::warps}};
 inline ChannelSums channel_sums_from_env(const char* value) {
-  if (!value || !*value) return ChannelSums::cub;
-  std::string_view v(value);
-  if (v == "cub") return ChannelSums::cub;
-  if (v == "warps") return ChannelSums::warps;
-  return ChannelSums::invalid;
+  return parse_choice(value, kChannelSums, ChannelSums::cub, ChannelSums::invalid);
+}
+inline std::string channel_sums_message(const char* value) {
+  return choice_message("reduce", "REEL_CUDA_CHANNEL_SUMS", kChannelSums, value);
 }
 // run_sums' grid: a warp a run in a grid-stride loop over the runs (warp w of the grid takes
 // runs w, w + warps, ...); enough blocks for every run its own warp, at most every SM's
@@ -183,13 +185,10 @@ constexpr int kAttentionTile = 64;  // the streamed side's rows
 enum class AttentionKernel { rows, tiles, vector, invalid };
 // REEL_CUDA_ATTENTION: unset or empty, the default; "rows", "tiles" or "vector"; anything
 // else invalid.
+inline constexpr Choice<AttentionKernel> kAttentionKernels[] = {
+    {"rows", AttentionKernel::rows}, {"tiles", AttentionKernel::tiles}, {"vector", AttentionKernel::vector}};
 inline AttentionKernel attention_kernel_from_env(const char* value, AttentionKernel fallback) {
-  if (!value || !*value) return fallback;
-  std::string_view v(value);
-  if (v == "rows") return AttentionKernel::rows;
-  if (v == "tiles") return AttentionKernel::tiles;
-  if (v == "vector") return AttentionKernel::vector;
-  return AttentionKernel::invalid;
+  return parse_choice(value, kAttentionKernels, fallback, AttentionKernel::invalid);
 }
 
 struct AttentionTiles {

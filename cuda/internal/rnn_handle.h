@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "backend.h"
+#include "dnn.h"
 
 namespace reel::cuda {
 

@@ -16,20 +16,17 @@
 #include <string>
 #include <vector>
 
+#include "env_switch.h"
+
 namespace reel::cuda::rnn_stack {
 
 // ---- REEL_CUDNN_RNN: "layers" (the default: one cuDNN call per layer and direction,
 // composed by autograd/ops_rnn.cpp) or "stack" (one call for every layer and direction)
 enum class Path { layers, stack, invalid };
-inline Path path_from_env(const char* value) {
-  if (!value || !*value) return Path::layers;
-  const std::string v = value;
-  if (v == "layers") return Path::layers;
-  if (v == "stack") return Path::stack;
-  return Path::invalid;
-}
+inline constexpr Choice<Path> kPaths[] = {{"layers", Path::layers}, {"stack", Path::stack}};
+inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::layers, Path::invalid); }
 inline std::string invalid_path_message(const char* value) {
-  return std::string("rnn: REEL_CUDNN_RNN must be layers or stack, got \"") + (value ? value : "") + "\"";
+  return choice_message("rnn", "REEL_CUDNN_RNN", kPaths, value);
 }
 
 // ---- what the stack serves
