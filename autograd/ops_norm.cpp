@@ -24,20 +24,21 @@ void check_param(const OpScope& op, const Tensor& x, const Dims& input, const Te
   check_param(op, x, x.dtype(), input, p, shape, what);
 }
 
-// Under autocast a batch norm computes in f32 (docs/amp.md). bf16 activations that the
-// backend keeps channels-last (Backend::channels_last) stay bf16 in and out, with f32
+// Under autocast a batch norm computes in f32 (docs/amp.md). bf16 (or f16) activations that
+// the backend keeps channels-last (Backend::channels_last: bf16 on AMX CPUs, both halves on
+// CUDA under REEL_CUDA_CHANNELS_LAST=on) stay in their dtype in and out, with f32
 // parameters and statistics and f32 arithmetic inside (PyTorch's CPU mixed batch norm):
 // the layout and half the bytes survive the norm, where casts would cost a conversion
 // and a transpose each way. Other inputs are cast to f32.
 struct NormInput {
   std::vector<Tensor> xs;
-  bool mixed = false;  // xs bf16 channels-last, parameters and statistics f32
+  bool mixed = false;  // xs bf16/f16 channels-last, parameters and statistics f32
 };
 NormInput norm_input(const std::vector<Tensor>& xs, bool allow_mixed = true) {
   NormInput r;
   r.mixed = allow_mixed && !xs.empty();
   for (const Tensor& t : xs)
-    r.mixed = r.mixed && t.defined() && t.dtype() == DType::bf16 && autocast_active(t) &&
+    r.mixed = r.mixed && t.defined() && is_low_precision(t.dtype()) && autocast_active(t) &&
               backend_of(t).channels_last(t.dtype()) && is_channels_last(t.shape(), t.strides());
   for (const Tensor& t : xs) r.xs.push_back(r.mixed ? t : autocast_f32(t));
   return r;
@@ -86,7 +87,7 @@ struct NormSaved {
 };
 NormGrads composite_grads(const NormSaved& a, const Tensor& g_in, const Dims& red, const Dims& param_red,
                           const Dims& shape, bool batch_stats) {
-  // a mixed norm (bf16 x, f32 statistics): the rule in f32, dx back in x's dtype
+  // a mixed norm (bf16/f16 x, f32 statistics): the rule in f32, dx back in x's dtype
   const DType compute = a.mean.dtype();
   const Tensor x = a.x.dtype() == compute ? a.x : a.x.to(compute);
   const Tensor g = g_in.dtype() == compute ? g_in : g_in.to(compute);
@@ -221,7 +222,7 @@ struct NormReluInputs {
   std::vector<Tensor> xs;
   Tensor weight, bias;
   Dims shape;
-  bool mixed = false;  // bf16 channels-last pieces, f32 parameters and statistics (norm_input)
+  bool mixed = false;  // bf16/f16 channels-last pieces, f32 parameters and statistics (norm_input)
   DType stats() const { return mixed ? DType::f32 : xs[0].dtype(); }
 };
 NormReluInputs norm_relu_inputs(const OpScope& op, const std::vector<Tensor>& xs_in, const Tensor& weight,

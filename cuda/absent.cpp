@@ -15,6 +15,7 @@ bool g_allow_tf32 = false;  // kept so that allow_tf32() returns what was set
 CudnnRnn g_cudnn_rnn = CudnnRnn::layers;  // likewise: no cuDNN here, nothing reads it
 BnReluPath g_bn_relu = BnReluPath::separate;  // likewise
 HalfAttentionPath g_half_attention = HalfAttentionPath::staged;  // likewise
+bool g_half_channels_last = false;                              // likewise
 }  // namespace
 
 bool is_available() { return false; }
@@ -38,6 +39,9 @@ uint64_t bn_relu_fused_calls() { return 0; }
 void set_half_attention_path(HalfAttentionPath path) { g_half_attention = path; }
 HalfAttentionPath half_attention_path() { return g_half_attention; }
 uint64_t cudnn_attention_calls() { return 0; }
+void set_half_channels_last(bool on) { g_half_channels_last = on; }
+bool half_channels_last() { return g_half_channels_last; }
+uint64_t nhwc_convolutions() { return 0; }
 Tensor pinned_empty(const Dims& shape, DType dtype) { return empty(shape, {.dtype = dtype}); }
 bool is_pinned(const Tensor&) { return false; }
 

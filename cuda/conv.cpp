@@ -1,4 +1,4 @@
-// 2-D convolution, NCHW, through cuDNN: forward (with bias and relu fused by
+// 2-D convolution through cuDNN, NCHW or (REEL_CUDA_CHANNELS_LAST=on, f16/bf16) NHWC: forward (with bias and relu fused by
 // cudnnConvolutionBiasActivationForward), backward data and backward filter; the bias
 // gradient is a segmented reduction (reduce.cu). f32 and f64 as on the CPU; f16 and bf16
 // (autocast) on tensor cores with f32 accumulation, data, filter and output of one dtype
@@ -12,17 +12,21 @@
 // A convolution whose kernel covers the whole (unpadded) input is a matrix product:
 // out [N, O] = x [N, C*H*W] w^T, and its gradients are products too; those go to
 // cuBLASLt (matmul.cpp) instead of cuDNN.
-// Floor: compute (the FP32 pipes, or tensor cores with TF32).
+// Layout (internal/channels_last.h): each call describes x, y and the filter in the layout of
+// the tensor it writes; NHWC takes the filter as [O, kh, kw, I], a copy of the weight.
+// Floor: compute (the FP32 pipes, or tensor cores with TF32 or halves).
 #include <cudnn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <limits>
 #include <map>
 
 #include "internal/allocator.h"
 #include "internal/backend.h"
+#include "internal/channels_last.h"
 #include "internal/decide.h"
 #include "internal/dnn.h"
 #include "internal/graph.h"
@@ -38,6 +42,12 @@ constexpr const char* kSearchInCapture =
     "before capturing it (the warm-up rule of cuda::Graph)";
 
 using Key = std::array<int64_t, 17>;
+using channels_last::Layout;
+
+// REEL_CUDA_CHANNELS_LAST: whether f16/bf16 activations are kept NHWC (CudaBackend::channels_last)
+EnvSwitch<channels_last::Path> g_channels_last("REEL_CUDA_CHANNELS_LAST", channels_last::path_from_env,
+                                               channels_last::invalid_path_message, channels_last::Path::invalid);
+std::atomic<uint64_t> g_nhwc_convolutions{0};
 
 // One shape's descriptors and, per direction, the algorithm found for it.
 struct Plan {
@@ -114,10 +124,10 @@ cudnnHandle_t handle(Context& ctx, ConvCache*& cache) {
   return ctx.dnn;
 }
 
-Plan& plan_for(ConvCache& cache, DType dt, const Shapes& s, const ConvParams& p) {
+Plan& plan_for(ConvCache& cache, DType dt, const Shapes& s, const ConvParams& p, Layout layout) {
   bool tf32 = dt == DType::f32 && allow_tf32();
   Key key{int64_t(dt), tf32, s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, p.stride[0], p.stride[1], p.padding[0],
-          p.padding[1], p.dilation[0], p.dilation[1], p.groups, 0};
+          p.padding[1], p.dilation[0], p.dilation[1], p.groups, channels_last::key_slot(layout)};
   auto it = cache.plans.find(key);
   if (it != cache.plans.end()) return it->second;
   Plan pl;
@@ -128,12 +138,13 @@ Plan& plan_for(ConvCache& cache, DType dt, const Shapes& s, const ConvParams& p)
   check_dnn(cudnnCreateTensorDescriptor(&pl.bias), op, "cudnnCreateTensorDescriptor");
   check_dnn(cudnnCreateFilterDescriptor(&pl.w), op, "cudnnCreateFilterDescriptor");
   check_dnn(cudnnCreateConvolutionDescriptor(&pl.conv), op, "cudnnCreateConvolutionDescriptor");
-  check_dnn(cudnnSetTensor4dDescriptor(pl.x, CUDNN_TENSOR_NCHW, type, s.n, s.c, s.h, s.w), op, "x descriptor");
-  check_dnn(cudnnSetTensor4dDescriptor(pl.y, CUDNN_TENSOR_NCHW, type, s.n, s.o, s.oh, s.ow), op, "y descriptor");
+  // the sizes are NCHW's in either format; NHWC's filter is [O, kh, kw, I]
+  const cudnnTensorFormat_t format = layout == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  check_dnn(cudnnSetTensor4dDescriptor(pl.x, format, type, s.n, s.c, s.h, s.w), op, "x descriptor");
+  check_dnn(cudnnSetTensor4dDescriptor(pl.y, format, type, s.n, s.o, s.oh, s.ow), op, "y descriptor");
   check_dnn(cudnnSetTensor4dDescriptor(pl.bias, CUDNN_TENSOR_NCHW, type, 1, s.o, 1, 1), op, "bias descriptor");
-  check_dnn(cudnnSetFilter4dDescriptor(pl.w, type, CUDNN_TENSOR_NCHW, s.o, to_int(s.c / p.groups, "channels"), s.kh,
-                                       s.kw),
-            op, "filter descriptor");
+  check_dnn(cudnnSetFilter4dDescriptor(pl.w, type, format, s.o, to_int(s.c / p.groups, "channels"), s.kh, s.kw), op,
+            "filter descriptor");
   check_dnn(cudnnSetConvolution2dDescriptor(pl.conv, int(p.padding[0]), int(p.padding[1]), int(p.stride[0]),
                                             int(p.stride[1]), int(p.dilation[0]), int(p.dilation[1]),
                                             CUDNN_CROSS_CORRELATION, is_low_precision(dt) ? CUDNN_DATA_FLOAT : type),
@@ -301,17 +312,58 @@ void expect_float(const char* op, const Tensor& t, const Tensor& a, const Tensor
     throw Error(fmt::format("{}: expected f32, f64, f16 or bf16 tensors of one dtype on CUDA, got {}, {} and {}", op,
                             dtype_name(t.dtype()), dtype_name(a.dtype()), dtype_name(b.dtype())));
 }
+
+// The layout of a call that writes `t` (internal/channels_last.h)
+Layout layout_writing(const Tensor& t) {
+  const bool nhwc = t.dim() == 4 && is_channels_last(t.shape(), t.strides());
+  return channels_last::conv_layout(nhwc, t.dtype());
+}
+// t dense in `layout`: t itself where it already is, else a copy on its device
+Tensor laid_out(const Tensor& t, Layout layout) {
+  if (layout == Layout::nchw) return contiguous_copy(t);
+  if (channels_last::packed_nhwc(t.shape(), t.strides())) return t;
+  CudaBackend& be = backend_of(t);
+  Tensor c = view_of(scratch(be.ctx(), {t.numel()}, t.dtype()), t.shape(), channels_last_strides(t.shape()), 0);
+  be.copy_same_device(c, t);
+  return c;
+}
+// Where a call writes `t`: t itself when it lies dense in `layout`, else a scratch tensor in
+// that layout whose values write_back() copies into t (an f64 output laid out channels-last,
+// a strided view handed in by a caller)
+struct Written {
+  Tensor t, target;
+  Written(const Tensor& out, Layout layout) : t(out) {
+    const bool dense = layout == Layout::nhwc ? channels_last::packed_nhwc(out.shape(), out.strides())
+                                              : out.is_contiguous();
+    if (dense) return;
+    target = out;
+    CudaBackend& be = backend_of(out);
+    t = layout == Layout::nhwc ? view_of(scratch(be.ctx(), {out.numel()}, out.dtype()), out.shape(),
+                                         channels_last_strides(out.shape()), 0)
+                               : scratch(be.ctx(), out.shape(), out.dtype());
+  }
+  void write_back() {
+    if (target.defined()) backend_of(target).copy_same_device(target, t);
+  }
+};
 }  // namespace
 
-void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tensor& w_, const Tensor& bias_,
+void CudaBackend::conv2d_forward(const Tensor& out_, const Tensor& x_, const Tensor& w_, const Tensor& bias_,
                                  const ConvParams& p, bool relu) {
-  expect_here("conv2d", {&out, &x_, &w_, &bias_});
-  expect_float("conv2d", out, x_, w_);
-  if (out.numel() == 0) return;
-  Tensor x = contiguous_copy(x_), w = contiguous_copy(w_), bias = bias_.defined() ? contiguous_copy(bias_) : bias_;
-  if (is_dense(x, w, p)) {  // out [N, O] = x [N, CHW] @ w [O, CHW]^T (+ bias) (relu)
+  expect_here("conv2d", {&out_, &x_, &w_, &bias_});
+  expect_float("conv2d", out_, x_, w_);
+  if (out_.numel() == 0) return;
+  // a dense convolution's y [N, O, 1, 1] is one memory in both layouts: x's decides
+  const bool dense = is_dense(x_, w_, p);
+  const Layout layout = layout_writing(dense ? x_ : out_);
+  Tensor x = laid_out(x_, layout), w = laid_out(w_, layout), bias = bias_.defined() ? contiguous_copy(bias_) : bias_;
+  Written written(out_, layout);
+  const Tensor& out = written.t;
+  if (layout == Layout::nhwc) g_nhwc_convolutions.fetch_add(1, std::memory_order_relaxed);
+  if (dense) {  // out [N, O] = x [N, CHW] @ w [O, CHW]^T (+ bias) (relu); NHWC: HWC and [O, kh, kw, I] alike
     matmul(view_of(out, {1, out.shape()[0], out.shape()[1]}, {0, out.shape()[1], 1}, out.offset()), as_rows(x),
            as_cols(w), bias, relu);
+    written.write_back();
     return;
   }
   Context& c = ctx();
@@ -319,7 +371,7 @@ void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tens
   ConvCache* cache = nullptr;
   cudnnHandle_t h = handle(c, cache);
   std::unique_lock<std::mutex> lock(cache->mu);
-  Plan& pl = plan_for(*cache, out.dtype(), s, p);
+  Plan& pl = plan_for(*cache, out.dtype(), s, p, layout);
   if (!pl.has_fwd) find_forward(c, h, pl, x, w, out, s, p);
   DeviceBuffer ws(c, pl.fwd_ws);
   double one64 = 1, zero64 = 0;
@@ -336,6 +388,8 @@ void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tens
         out.data_ptr(), pl.bias, bias.data_ptr(), relu ? pl.relu : pl.identity, pl.y, out.data_ptr());
     if (st == CUDNN_STATUS_SUCCESS) {
       sync_if_debugging("conv2d");
+      lock.unlock();
+      written.write_back();
       return;
     }
     // cuDNN refuses some algorithm/activation pairs (NOT_SUPPORTED or BAD_PARAM, by version): this
@@ -353,29 +407,35 @@ void CudaBackend::conv2d_forward(const Tensor& out, const Tensor& x_, const Tens
   if (bias.defined())
     be.binary(BinaryOp::add, out, out, view_of(bias, out.shape(), {0, bias.strides()[0], 0, 0}, bias.offset()));
   if (relu) be.unary(UnaryOp::relu, out, out, 0, 0);
+  written.write_back();
 }
 
-void CudaBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy_, const Tensor& w_, const ConvParams& p) {
-  expect_here("conv2d_backward", {&gx, &gy_, &w_});
-  expect_float("conv2d_backward", gx, gy_, w_);
-  if (gx.numel() == 0) return;
-  Tensor gy = contiguous_copy(gy_), w = contiguous_copy(w_);
-  if (gy.numel() == 0 || w.numel() == 0) {
-    fill(gx, 0.0);
+void CudaBackend::conv2d_backward_data(const Tensor& gx_, const Tensor& gy_, const Tensor& w_, const ConvParams& p) {
+  expect_here("conv2d_backward", {&gx_, &gy_, &w_});
+  expect_float("conv2d_backward", gx_, gy_, w_);
+  if (gx_.numel() == 0) return;
+  if (gy_.numel() == 0 || w_.numel() == 0) {
+    fill(gx_, 0.0);
     return;
   }
+  const Layout layout = layout_writing(gx_);
+  Tensor gy = laid_out(gy_, layout), w = laid_out(w_, layout);
+  Written written(gx_, layout);
+  const Tensor& gx = written.t;
+  if (layout == Layout::nhwc) g_nhwc_convolutions.fetch_add(1, std::memory_order_relaxed);
   if (is_dense(gx, w, p)) {  // gx [N, CHW] = gy [N, O] @ w [O, CHW]
     int64_t o = w.shape()[0];
     matmul(as_rows(gx), as_rows(gy), view_of(w, {1, o, w.numel() / o}, {0, w.numel() / o, 1}, w.offset()), Tensor(),
            false);
+    written.write_back();
     return;
   }
   Context& c = ctx();
   Shapes s = shapes_of(gx, w, gy);
   ConvCache* cache = nullptr;
   cudnnHandle_t h = handle(c, cache);
-  std::lock_guard<std::mutex> lock(cache->mu);
-  Plan& pl = plan_for(*cache, gx.dtype(), s, p);
+  std::unique_lock<std::mutex> lock(cache->mu);
+  Plan& pl = plan_for(*cache, gx.dtype(), s, p, layout);
   if (!pl.has_bwd_data) find_backward_data(c, h, pl, gx, gy, w, s, p);
   DeviceBuffer ws(c, pl.bwd_data_ws);
   double one64 = 1, zero64 = 0;
@@ -386,31 +446,39 @@ void CudaBackend::conv2d_backward_data(const Tensor& gx, const Tensor& gy_, cons
                                          f64 ? static_cast<const void*>(&zero64) : &zero32, pl.x, gx.data_ptr()),
             "conv2d_backward", "cudnnConvolutionBackwardData");
   sync_if_debugging("conv2d_backward (data)");
+  lock.unlock();
+  written.write_back();
 }
 
-void CudaBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy_, const Tensor& x_,
+void CudaBackend::conv2d_backward_weight(const Tensor& gw_, const Tensor& gb, const Tensor& gy_, const Tensor& x_,
                                          const ConvParams& p) {
-  expect_here("conv2d_backward", {&gw, &gb, &gy_, &x_});
-  expect_float("conv2d_backward", gw, gy_, x_);
-  Tensor gy = contiguous_copy(gy_), x = contiguous_copy(x_);
+  expect_here("conv2d_backward", {&gw_, &gb, &gy_, &x_});
+  expect_float("conv2d_backward", gw_, gy_, x_);
+  // gw is the parameter's [O, I, kh, kw]; in NHWC cuDNN writes [O, kh, kw, I], copied into it
+  const Layout layout = layout_writing(x_);
+  Tensor gy = laid_out(gy_, layout), x = laid_out(x_, layout);
   if (gb.defined() && gb.numel()) bias_grad(gb, gy);
-  if (gw.numel() == 0) return;
+  if (gw_.numel() == 0) return;
   if (gy.numel() == 0 || x.numel() == 0) {
-    fill(gw, 0.0);
+    fill(gw_, 0.0);
     return;
   }
+  Written written(gw_, layout);
+  const Tensor& gw = written.t;
+  if (layout == Layout::nhwc) g_nhwc_convolutions.fetch_add(1, std::memory_order_relaxed);
   if (is_dense(x, gw, p)) {  // gw [O, CHW] = gy^T [O, N] @ x [N, CHW]
     int64_t o = gw.shape()[0], n = gy.shape()[0];
     matmul(view_of(gw, {1, o, gw.numel() / o}, {0, gw.numel() / o, 1}, gw.offset()),
            view_of(gy, {1, o, n}, {0, 1, o}, gy.offset()), as_rows(x), Tensor(), false);
+    written.write_back();
     return;
   }
   Context& c = ctx();
   Shapes s = shapes_of(x, gw, gy);
   ConvCache* cache = nullptr;
   cudnnHandle_t h = handle(c, cache);
-  std::lock_guard<std::mutex> lock(cache->mu);
-  Plan& pl = plan_for(*cache, gw.dtype(), s, p);
+  std::unique_lock<std::mutex> lock(cache->mu);
+  Plan& pl = plan_for(*cache, gw.dtype(), s, p, layout);
   if (!pl.has_bwd_filter) find_backward_filter(c, h, pl, gw, gy, x, s, p);
   DeviceBuffer ws(c, pl.bwd_filter_ws);
   double one64 = 1, zero64 = 0;
@@ -421,6 +489,14 @@ void CudaBackend::conv2d_backward_weight(const Tensor& gw, const Tensor& gb, con
                                            f64 ? static_cast<const void*>(&zero64) : &zero32, pl.w, gw.data_ptr()),
             "conv2d_backward", "cudnnConvolutionBackwardFilter");
   sync_if_debugging("conv2d_backward (weight)");
+  lock.unlock();
+  written.write_back();
 }
+
+bool CudaBackend::channels_last(DType dtype) const { return channels_last::keeps(g_channels_last.get(), dtype); }
+
+void set_half_channels_last(bool on) { g_channels_last.set(on ? channels_last::Path::on : channels_last::Path::off); }
+bool half_channels_last() { return g_channels_last.get() == channels_last::Path::on; }
+uint64_t nhwc_convolutions() { return g_nhwc_convolutions.load(std::memory_order_relaxed); }
 
 }  // namespace reel::cuda

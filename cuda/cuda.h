@@ -126,6 +126,19 @@ HalfAttentionPath half_attention_path();
 // Forward and backward calls cuDNN's fused attention ran, over all devices (tests check it ran).
 uint64_t cudnn_attention_calls();
 
+// f16/bf16 4-D activations on CUDA: NCHW (the default) or channels-last, NHWC memory behind
+// the [N, C, H, W] shape as on AMX CPUs (Backend::channels_last; docs/amp.md): under autocast a
+// convolution then writes y channels-last, cuDNN convolves NHWC on tensor cores without
+// transposing around each call, and pooling, elementwise ops, dropout and batch norm keep the
+// layout to the next convolution (not yet measured, docs/cuda.md, "Switches").
+// REEL_CUDA_CHANNELS_LAST=off|on chooses at the first op that asks; set_half_channels_last()
+// overrides that from then on (tensors made before keep their layout). half_channels_last()
+// throws Error when REEL_CUDA_CHANNELS_LAST holds another value.
+void set_half_channels_last(bool on);
+bool half_channels_last();
+// Convolution calls (forward, data and filter gradients) that ran NHWC, over all devices.
+uint64_t nhwc_convolutions();
+
 // A CPU tensor in page-locked (pinned) host memory: its copy to a GPU is asynchronous.
 // Reusing the memory is safe: a freed block is handed out again only after the copies
 // that read it have finished. Without CUDA it is an ordinary CPU tensor.

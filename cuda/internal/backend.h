@@ -52,6 +52,8 @@ class CudaBackend final : public Backend {
   void conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) override;
   void conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                               const ConvParams& p) override;
+  // f16/bf16 under REEL_CUDA_CHANNELS_LAST=on (conv.cpp, internal/channels_last.h)
+  bool channels_last(DType dtype) const override;
   void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) override;
   void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) override;
   void avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) override;

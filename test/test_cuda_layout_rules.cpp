@@ -1,0 +1,67 @@
+// REEL_CUDA_CHANNELS_LAST's rules (cuda/internal/channels_last.h), which need no GPU: the
+// switch, which dtypes the CUDA backend keeps channels-last, the layout a convolution hands
+// cuDNN, which operands it takes as they lie, and that cached plans keep the layouts apart.
+#include <catch2/catch.hpp>
+
+#include <reel/reel.h>
+
+#include "../cuda/internal/channels_last.h"
+
+namespace cl = reel::cuda::channels_last;
+using reel::Dims;
+using reel::DType;
+
+TEST_CASE("REEL_CUDA_CHANNELS_LAST takes off or on, else an error naming it, the value and the choices",
+          "[cuda][rules][channels_last]") {
+  CHECK(cl::path_from_env(nullptr) == cl::Path::off);  // the default: NCHW, as before
+  CHECK(cl::path_from_env("") == cl::Path::off);
+  CHECK(cl::path_from_env("off") == cl::Path::off);
+  CHECK(cl::path_from_env("on") == cl::Path::on);
+  CHECK(cl::path_from_env("1") == cl::Path::invalid);
+  CHECK(cl::path_from_env("ON") == cl::Path::invalid);
+  CHECK(cl::path_from_env("nhwc") == cl::Path::invalid);
+  CHECK(cl::invalid_path_message("nhwc") == "conv2d: REEL_CUDA_CHANNELS_LAST must be off or on, got \"nhwc\"");
+}
+
+TEST_CASE("the CUDA backend keeps only f16 and bf16 channels-last, and only when switched on",
+          "[cuda][rules][channels_last]") {
+  CHECK(cl::keeps(cl::Path::on, DType::bf16));
+  CHECK(cl::keeps(cl::Path::on, DType::f16));
+  CHECK_FALSE(cl::keeps(cl::Path::on, DType::f32));
+  CHECK_FALSE(cl::keeps(cl::Path::on, DType::f64));
+  for (DType d : {DType::bf16, DType::f16, DType::f32}) CHECK_FALSE(cl::keeps(cl::Path::off, d));
+}
+
+TEST_CASE("a convolution convolves in the layout of the tensor it writes; f64 stays NCHW",
+          "[cuda][rules][channels_last]") {
+  for (DType d : {DType::bf16, DType::f16, DType::f32}) {
+    CHECK(cl::conv_layout(true, d) == cl::Layout::nhwc);
+    CHECK(cl::conv_layout(false, d) == cl::Layout::nchw);
+  }
+  // an f64 channels-last output is written NCHW into a scratch tensor and copied
+  CHECK(cl::conv_layout(true, DType::f64) == cl::Layout::nchw);
+  CHECK(cl::key_slot(cl::Layout::nhwc) != cl::key_slot(cl::Layout::nchw));
+}
+
+TEST_CASE("packed NHWC: channels-last tensors, and contiguous ones with one channel or one pixel",
+          "[cuda][rules][channels_last]") {
+  const Dims shape{2, 3, 4, 5};
+  CHECK(cl::packed_nhwc(shape, reel::channels_last_strides(shape)));
+  CHECK(cl::packed_nhwc(shape, Dims{60, 1, 15, 3}));
+  CHECK_FALSE(cl::packed_nhwc(shape, reel::contiguous_strides(shape)));
+  // NCHW and NHWC are one memory: a first convolution's RGB is not, a grey image is
+  CHECK(cl::packed_nhwc(Dims{2, 1, 4, 5}, reel::contiguous_strides(Dims{2, 1, 4, 5})));
+  CHECK(cl::packed_nhwc(Dims{2, 7, 1, 1}, reel::contiguous_strides(Dims{2, 7, 1, 1})));
+  // a filter [O, I, kh, kw] in KRSC, cuDNN's NHWC filter
+  CHECK(cl::packed_nhwc(Dims{8, 4, 3, 3}, Dims{36, 1, 12, 4}));
+  // a slice along channels of an NHWC tensor (DenseNet's pieces) is strided: copied
+  CHECK_FALSE(cl::packed_nhwc(Dims{2, 2, 4, 5}, Dims{60, 1, 15, 3}));
+  // a slice of the batch is still packed; the offset is the view's own
+  CHECK(cl::packed_nhwc(Dims{1, 3, 4, 5}, Dims{60, 1, 15, 3}));
+  CHECK_FALSE(cl::packed_nhwc(Dims{3, 4, 5}, Dims{20, 5, 1}));  // not 4-D
+  // the tensors reel makes: a channels-last activation is packed, its NCHW copy is not
+  reel::Tensor x = reel::randn({2, 3, 4, 5});
+  reel::Tensor nhwc = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+  CHECK(cl::packed_nhwc(nhwc.shape(), nhwc.strides()));
+  CHECK_FALSE(cl::packed_nhwc(x.shape(), x.strides()));
+}
