@@ -6,14 +6,14 @@ A new GPU path stays behind its environment switch until a GPU has measured it f
 with the switch at the default and then switched on, one log per step. This reads those
 logs and prints, per switch: one row per (workload, metric) with each path's median, each
 switched-on path's ratio to the default path, each path's ratio to PyTorch eager where
-PyTorch's number is known, and issue 46's target where one applies (W9, W10, W11 and W12's
+PyTorch's number is known, and issue 46's target where one applies (W4, W9, W10, W11 and W12's
 step <= 0.8 of PyTorch eager; W12's SDPA at T = 1024 and 4096 <= 1.0), met or not. Then a
 verdict: a path wins when it is more than 3% faster than the default on the workload's main
 metric (the step or epoch time; for the sdpa rows T = 4096) and none of its other timed rows
 (the programs' own floor probes aside) is more than 3% slower. 3%: two repetitions on a shared machine do not resolve less.
 
-PyTorch eager: from the log itself where the step ran it (w12_half_attention: the same bf16
-autocast), else from the compare step's bench.jsonl (float32, env "default"), never across
+PyTorch eager: from the log itself where the step ran it (w12_half_attention and
+w4_w10_w11_channels_last: the same bf16 autocast), else from the compare step's bench.jsonl (float32, env "default"), never across
 precisions. The sdpa_rows_per_block step has no default path in its log (the geometry
 chooses the rows a block); the compare step's reel W12 rows are that default when present.
 
@@ -52,6 +52,9 @@ SWITCHES = [
     Switch("w12_half_attention", "REEL_CUDA_HALF_ATTENTION", "staged", {"W12": "step_ms"}, torch_in_log=True),
     # W7's floor (read_floor_ms, the same program's copy probe) prints beside as a row of its own
     Switch("w7_channel_sums", "REEL_CUDA_CHANNEL_SUMS", "cub", {"W7": "bias_grad_ms"}),
+    # under --amp bf16 on both sides: PyTorch eager ran in the step under the same autocast
+    Switch("w4_w10_w11_channels_last", "REEL_CUDA_CHANNELS_LAST", "off",
+           {"W4": "step_ms", "W10": "s_per_1000_images", "W11": "step_ms"}, torch_in_log=True),
     # no default in the log: the compare step's W12 is it. T = 4096: where the rows a block
     # matter most (the most tiles an SM)
     Switch("sdpa_rows_per_block", "REEL_CUDA_ATTENTION(_ROWS)", None, {"W12": "sdpa_T4096_ms"}),
@@ -59,12 +62,14 @@ SWITCHES = [
 
 
 def is_time(metric):
+    if metric.endswith("_per_s"):  # a rate (W4's images_per_s): more is better
+        return False
     return metric.endswith("_ms") or metric.endswith("_s") or metric.startswith("s_per_")
 
 
 def target(workload, metric):
     """Issue 46's bound on reel / PyTorch eager, or None."""
-    if workload in ("W9", "W10", "W11") and is_time(metric):
+    if workload in ("W4", "W9", "W10", "W11") and is_time(metric):
         return 0.8
     if workload == "W12" and metric == "step_ms":
         return 0.8

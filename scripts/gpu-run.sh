@@ -46,6 +46,11 @@
 #               and bias tests with REEL_CUDA_CHANNEL_SUMS=warps (per-channel sums a warp a run,
 #               not the default)
 #   w7_channel_sums  W7 (the bias gradient) with REEL_CUDA_CHANNEL_SUMS=cub, then warps
+#   cuda_tests_channels_last, memcheck_channels_last   the autocast, convolution, pooling,
+#               norm and layout tests with REEL_CUDA_CHANNELS_LAST=on (f16/bf16 activations
+#               NHWC, not the default; the [channels_last] cases set both sides themselves)
+#   w4_w10_w11_channels_last  W4, W10 and W11 under --amp bf16 with REEL_CUDA_CHANNELS_LAST
+#               off, then on, then PyTorch eager under the same autocast
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
@@ -126,6 +131,9 @@ finish() {
       grep -E "^REEL_CUDA_HALF_ATTENTION|^PyTorch|^W12 |refused" "$logs/w12_half_attention.log"; }
     [[ -s "$logs/w7_channel_sums.log" ]] && { echo "---- W7, REEL_CUDA_CHANNEL_SUMS=cub then warps";
       grep -E "^REEL_CUDA_CHANNEL_SUMS|^W7 " "$logs/w7_channel_sums.log"; }
+    [[ -s "$logs/w4_w10_w11_channels_last.log" ]] && {
+      echo "---- W4, W10, W11 under --amp bf16, REEL_CUDA_CHANNELS_LAST=off then on, then PyTorch eager"
+      grep -E "^REEL_CUDA_CHANNELS_LAST|^PyTorch|^W4 |^W10 |^W11 " "$logs/w4_w10_w11_channels_last.log"; }
     # the sections above as one decision per switch (each path against the default and PyTorch
     # eager, issue 46's targets); it only reads the logs, so it must not change the run's status
     echo "---- GPU paths: which wins"
@@ -245,6 +253,8 @@ stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (not yet m
 bnrelu=(env REEL_CUDA_BN_RELU=fused)      # batch norm + relu in the same kernels (not yet measured)
 half=(env REEL_CUDA_HALF_ATTENTION=cudnn)  # cuDNN's fused f16/bf16 attention (not yet measured)
 chsums=(env REEL_CUDA_CHANNEL_SUMS=warps)   # per-channel sums a warp a run (not yet measured)
+nhwc=(env REEL_CUDA_CHANNELS_LAST=on)        # f16/bf16 activations NHWC (not yet measured)
+nhwc_tests="[autocast],[channels_last],[conv],[pool],[norm],[bias]"
 
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -267,6 +277,8 @@ step cuda_tests_bn_fused 60 "${bnrelu[@]}" "$cuda_tests" --durations yes "[norm]
 step cuda_tests_half 60 "${half[@]}" "$cuda_tests" --durations yes "[attention]"
 # ---- REEL_CUDA_CHANNEL_SUMS=warps over the reductions (conv bias gradients among them)
 step cuda_tests_channel_sums 60 "${chsums[@]}" "$cuda_tests" --durations yes "[reduce],[bias]"
+# ---- REEL_CUDA_CHANNELS_LAST=on over every test that makes half activations
+step cuda_tests_channels_last 60 "${nhwc[@]}" "$cuda_tests" --durations yes "$nhwc_tests"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -312,6 +324,9 @@ else
     step "${tool}_channel_sums" 60 "${chsums[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[reduce],[bias]"
   done
+  # NHWC activations: cuDNN's NHWC descriptors, the strided pooling and elementwise kernels
+  step memcheck_channels_last 60 "${nhwc[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    "$cuda_tests" "$nhwc_tests"
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
     step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
@@ -387,6 +402,24 @@ w7_channel_sums() {
   done
 }
 step w7_channel_sums 30 w7_channel_sums
+# W4, W10 and W11 under bf16 autocast with activations NCHW (the default), then NHWC, then
+# PyTorch eager under the same autocast (NCHW, its default memory format)
+w4_w10_w11_channels_last() {
+  local p
+  for p in off on; do
+    echo "REEL_CUDA_CHANNELS_LAST=$p"
+    REEL_CUDA_CHANNELS_LAST=$p "$work/build/bench/bench_w4_vgg" --device cuda --amp bf16 --steps 10 --reps 2 &&
+      REEL_CUDA_CHANNELS_LAST=$p "$work/build/bench/bench_w10_resnet50" --device cuda --amp bf16 --steps 10 --reps 2 &&
+      REEL_CUDA_CHANNELS_LAST=$p "$work/build/bench/bench_w11_densenet" --device cuda --amp bf16 --steps 5 --reps 2 ||
+      return 1
+  done
+  echo "PyTorch eager"
+  local w
+  for w in w4 w10 w11; do
+    python3 "$root/bench/reference/workloads_pytorch.py" "$w" --device cuda --amp bf16 --steps 5 --reps 2 || return 1
+  done
+}
+step w4_w10_w11_channels_last 60 w4_w10_w11_channels_last
 # W9's GRU per layer (the default) and as the whole stack, same steps, one after the other
 w9_cudnn_rnn() {
   local p
