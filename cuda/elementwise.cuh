@@ -2,8 +2,9 @@
 // dtype conversion as the CPU does it, and one launcher for out[i] = f(in0[i], ...).
 //
 // Layout: operands of one shape, any strides (stride 0 for broadcast dims), offsets in
-// elements. Dims that are contiguous with each other in every operand are merged first,
-// so a transpose stays 2-D and a contiguous tensor becomes 1-D.
+// elements. Dims are put in the order of the output's strides and merged where contiguous
+// with each other in every operand (internal/elementwise_geometry.h), so a transpose stays
+// 2-D and a contiguous tensor, or channels-last operands of a channels-last output, 1-D.
 // Launch shape: 256 threads, a grid-stride loop, the grid capped at two waves of the GPU.
 // Two kernels per functor:
 //   - contiguous: every operand dense and 16-byte aligned; each thread moves 16 bytes of
@@ -24,6 +25,7 @@
 #include <utility>
 
 #include "internal/backend.h"
+#include "internal/elementwise_geometry.h"
 #include "internal/launch_geometry.h"
 
 namespace reel::cuda {
@@ -103,34 +105,12 @@ struct Divmod {
   __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
 };
 
-// ---- geometry
-template <int N>
-struct Geometry {
-  int ndim = 0;
-  int64_t shape[kMaxDims];
-  int64_t strides[N][kMaxDims];  // elements; dims outermost first
-};
-
-// Drops size-1 dims and merges dims contiguous with each other in every operand.
+// ---- geometry (internal/elementwise_geometry.h) of tensors
 template <int N>
 Geometry<N> coalesce(const Dims& shape, const std::array<const Tensor*, N>& ts) {
-  Geometry<N> g;
-  for (int d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    if (g.ndim > 0) {
-      bool merge = true;
-      for (int k = 0; k < N; ++k) merge = merge && g.strides[k][g.ndim - 1] == ts[k]->strides()[d] * shape[d];
-      if (merge) {
-        g.shape[g.ndim - 1] *= shape[d];
-        for (int k = 0; k < N; ++k) g.strides[k][g.ndim - 1] = ts[k]->strides()[d];
-        continue;
-      }
-    }
-    g.shape[g.ndim] = shape[d];
-    for (int k = 0; k < N; ++k) g.strides[k][g.ndim] = ts[k]->strides()[d];
-    ++g.ndim;
-  }
-  return g;
+  std::array<const Dims*, N> strides;
+  for (int k = 0; k < N; ++k) strides[size_t(k)] = &ts[size_t(k)]->strides();
+  return coalesce<N>(shape, strides);
 }
 
 // The strided kernel's view of a piece of a geometry: divisors and strides.
@@ -198,45 +178,23 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Calls launch(calc, n, bases) for pieces of g below 2^31 elements (one piece unless the
-// tensor is huge), splitting the outermost dim; `sizes` are the operands' element sizes.
+// tensor is huge; split_pieces); `sizes` are the operands' element sizes.
 template <int N, typename Launch>
 void for_each_piece(const Geometry<N>& g, std::array<char*, N> base, const std::array<size_t, N>& sizes,
                     Launch&& launch) {
-  int64_t n = 1;
-  for (int d = 0; d < g.ndim; ++d) n *= g.shape[d];
-  constexpr int64_t kMax = (int64_t(1) << 31) - 1;
-  if (n <= kMax) {
+  split_pieces<N>(g, {}, [&](const Geometry<N>& p, const std::array<int64_t, N>& first) {
+    int64_t n = 1;
     OffsetCalc<N> calc;
-    calc.ndim = g.ndim;
-    for (int d = 0; d < g.ndim; ++d) {
-      calc.div[d] = Divmod(uint32_t(g.shape[d]));
-      for (int k = 0; k < N; ++k) calc.strides[k][d] = g.strides[k][d];
+    calc.ndim = p.ndim;
+    for (int d = 0; d < p.ndim; ++d) {
+      n *= p.shape[d];
+      calc.div[d] = Divmod(uint32_t(p.shape[d]));
+      for (int k = 0; k < N; ++k) calc.strides[k][d] = p.strides[k][d];
     }
-    launch(calc, uint32_t(n), base);
-    return;
-  }
-  int64_t outer = g.shape[0], inner = n / outer;
-  Geometry<N> piece = g;
-  if (inner <= kMax) {  // runs of whole outer rows
-    int64_t rows = std::max<int64_t>(1, kMax / inner);
-    for (int64_t r = 0; r < outer; r += rows) {
-      piece.shape[0] = std::min(rows, outer - r);
-      std::array<char*, N> b = base;
-      for (int k = 0; k < N; ++k) b[k] += r * g.strides[k][0] * int64_t(sizes[k]);
-      for_each_piece<N>(piece, b, sizes, launch);
-    }
-  } else {  // one outer index at a time, recursing into the inner dims
-    for (int d = 1; d < g.ndim; ++d) {
-      piece.shape[d - 1] = g.shape[d];
-      for (int k = 0; k < N; ++k) piece.strides[k][d - 1] = g.strides[k][d];
-    }
-    piece.ndim = g.ndim - 1;
-    for (int64_t r = 0; r < outer; ++r) {
-      std::array<char*, N> b = base;
-      for (int k = 0; k < N; ++k) b[k] += r * g.strides[k][0] * int64_t(sizes[k]);
-      for_each_piece<N>(piece, b, sizes, launch);
-    }
-  }
+    std::array<char*, N> b = base;
+    for (int k = 0; k < N; ++k) b[size_t(k)] += first[size_t(k)] * int64_t(sizes[size_t(k)]);
+    launch(calc, uint32_t(n), b);
+  });
 }
 
 // out[i] = f(ins[0][i], ...) over out's shape; inputs already broadcast to it (stride 0).

@@ -4,7 +4,9 @@
 // dims, integer sums accumulate in int64.
 //
 // Layout: x any strides; out has x's rank with each reduced dim of size 1. Dims are
-// split into kept and reduced ones and each side coalesced, as on the CPU.
+// split into kept and reduced ones, each side put in the order of x's strides and the
+// reduced side coalesced (geometry::reduce_dims): a contiguous x keeps its logical order,
+// a channels-last [N, C, H, W] summed over {0, 2, 3} is the column sum of [N H W, C].
 // Four paths, by where the contiguous dim of x is:
 //   - whole tensor, contiguous, floating point: cub::DeviceReduce;
 //   - per-channel sums of a contiguous [N, C, L] with runs L >= 64 (a conv bias gradient),
@@ -13,10 +15,11 @@
 //   - rows (the contiguous dim is reduced, or none is): one warp per output (per split),
 //     lanes strided along the group, cub::WarpReduce at the end;
 //   - columns (the contiguous dim is kept: sum over the batch of [N, C], a linear bias
-//     gradient): 32 outputs per block on consecutive addresses, 8 thread rows splitting
-//     the group, combined in shared memory. Kept hand-written on purpose: a column is a
-//     strided segment, and CUB's segmented reduction (a block or warp per segment) would
-//     read it with stride C, one useful 4-byte word per 32-byte sector. The fused
+//     gradient, or over [N H W, C], a channels-last conv bias gradient): 32 outputs per
+//     block on consecutive addresses, 8 thread rows splitting the group, combined in
+//     shared memory. Kept hand-written on purpose: a column is a strided segment, and
+//     CUB's segmented reduction (a block or warp per segment) would read it with
+//     stride C, one useful 4-byte word per 32-byte sector. The fused
 //     alternative, cuBLASLt's BGRADB epilogue on the weight-gradient GEMM, needs the
 //     Backend contract to return the bias gradient from matmul (tensor/backend.h).
 // When outputs are too few to fill the GPU, groups are split across blocks (grid.y) and
@@ -146,40 +149,39 @@ struct RedCalc {
 };
 
 struct Split {
+  geometry::ReduceDims geo;  // what kept and red are made from
   KeptCalc kept;
   RedCalc red;
   int64_t outputs = 1, count = 1;
   bool columns = false;  // the innermost kept dim is x's contiguous one
 };
 
-Split split_dims(const Tensor& x, const Tensor& out, const std::vector<int>& dims) {
+// logical_reduced: the reduced dims in logical order (argmax, argmin: r is the answer)
+Split split_dims(const Tensor& x, const Tensor& out, const std::vector<int>& dims, bool logical_reduced) {
+  bool reduced[kMaxDims] = {};
+  for (int d : dims) reduced[d] = true;
+  const geometry::ReduceDims g = geometry::reduce_dims(x.dim(), x.shape().data(), x.strides().data(),
+                                                       out.strides().data(), reduced, logical_reduced);
   Split s;
-  std::vector<bool> reduced(size_t(x.dim()), false);
-  for (int d : dims) reduced[size_t(d)] = true;
+  s.geo = g;
+  s.outputs = g.outputs;
+  s.count = g.count;
+  s.columns = g.columns;
   KeptCalc& k = s.kept;
-  RedCalc& r = s.red;
-  for (int d = 0; d < x.dim(); ++d) {
-    int64_t n = x.shape()[d], st = x.strides()[d];
-    if (n == 1) continue;
-    if (reduced[size_t(d)]) {
-      if (r.n > 0 && r.stride[r.n - 1] == st * n) {
-        r.shape[r.n - 1] *= n;
-        r.stride[r.n - 1] = st;
-      } else {
-        r.shape[r.n] = n;
-        r.stride[r.n++] = st;
-      }
-      s.count *= n;
-    } else {
-      k.shape[k.n] = n;
-      k.xstride[k.n] = st;
-      k.ostride[k.n++] = out.strides()[d];
-      s.outputs *= n;
-    }
+  k.n = g.kept;
+  for (int d = 0; d < k.n; ++d) {
+    k.shape[d] = g.kept_shape[d];
+    k.xstride[d] = g.kept_xstride[d];
+    k.ostride[d] = g.kept_ostride[d];
   }
+  RedCalc& r = s.red;
+  r.n = g.red;
   r.wide = s.count > (int64_t(1) << 31) - 1;
-  for (int d = 0; d < r.n; ++d) r.div[d] = Divmod(r.wide ? 1u : uint32_t(r.shape[d]));
-  s.columns = k.n > 0 && k.xstride[k.n - 1] == 1 && (r.n == 0 || r.stride[r.n - 1] > 1);
+  for (int d = 0; d < r.n; ++d) {
+    r.shape[d] = g.red_shape[d];
+    r.stride[d] = g.red_stride[d];
+    r.div[d] = Divmod(r.wide ? 1u : uint32_t(r.shape[d]));
+  }
   return s;
 }
 
@@ -254,8 +256,6 @@ struct LoadAt {
 // NCHW summed over 0, 2, 3). A channel's elements are N runs of L, C·L apart, so the sum
 // runs in two stages: CUB's segmented reduction over the N·C contiguous runs (fully
 // coalesced, one pass over x), then the [N, C] partials summed down the columns.
-constexpr int64_t kMinRun = 64;  // shorter runs leave most of CUB's block per segment idle: the split kernels win
-
 struct RunOffset {
   int64_t len;
   __host__ __device__ int64_t operator()(int64_t s) const { return s * len; }
@@ -313,17 +313,6 @@ __global__ void __launch_bounds__(kThreads) run_sums(const T* x, T* partial, int
 EnvSwitch<geometry::ChannelSums> g_channel_sums("REEL_CUDA_CHANNEL_SUMS", geometry::channel_sums_from_env,
                                                 geometry::channel_sums_message, geometry::ChannelSums::invalid);
 
-// Whether s describes a contiguous [N, C, L] reduced over N and L with L >= kMinRun;
-// sets n, c, l.
-bool channel_layout(const Split& s, int64_t& n, int64_t& c, int64_t& l) {
-  if (s.kept.n != 1 || s.red.n < 1 || s.red.n > 2 || s.red.stride[s.red.n - 1] != 1) return false;
-  l = s.red.shape[s.red.n - 1];
-  c = s.kept.shape[0];
-  n = s.red.n == 2 ? s.red.shape[0] : 1;
-  if (s.kept.xstride[0] != l || (s.red.n == 2 && s.red.stride[0] != c * l)) return false;
-  return l >= kMinRun;
-}
-
 template <typename T, typename Out, typename R>
 void channel_sums(Context& ctx, const T* x, Out* out, const Split& s, int64_t n, int64_t c, int64_t l) {
   int64_t runs = n * c;
@@ -355,7 +344,7 @@ template <typename T, typename Out, ReduceOp OP>
 void reduce_typed(Context& ctx, const Tensor& out, const Tensor& x, const std::vector<int>& dims) {
   using R = Reducer<T, OP>;
   using Acc = typename R::Acc;
-  Split s = split_dims(x, out, dims);
+  Split s = split_dims(x, out, dims, is_arg(OP));
   const T* xp = static_cast<const T*>(x.data_ptr());
   Out* op = static_cast<Out*>(out.data_ptr());
 
@@ -377,7 +366,7 @@ void reduce_typed(Context& ctx, const Tensor& out, const Tensor& x, const std::v
     }
     if constexpr (OP == ReduceOp::sum || OP == ReduceOp::mean) {
       int64_t n = 0, c = 0, l = 0;
-      if (channel_layout(s, n, c, l)) return channel_sums<T, Out, R>(ctx, xp, op, s, n, c, l);
+      if (geometry::channel_runs(s.geo, n, c, l)) return channel_sums<T, Out, R>(ctx, xp, op, s, n, c, l);
     }
   }
 

@@ -5,12 +5,15 @@
 // and the grid is within CUDA's limits; grid-stride loops with 32-bit counters cannot
 // wrap. The first GPU run's memcheck report (bn_sums_planes writing past a 64-byte
 // buffer in a replayed graph) is this class of bug; these rules keep it out of every
-// launch on any machine CI runs on.
+// launch on any machine CI runs on. A reduction's dims, ordered by x's strides, reach every
+// element once, and a contiguous x keeps the dims (and so the path and summation order) it
+// had before the ordering.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../cuda/internal/launch_geometry.h"
@@ -325,4 +328,150 @@ TEST_CASE("the per-channel sums' warp-a-run kernel takes every run once, on a bo
   CHECK(geo::run_sums_vectorized(0x1000, 66, 8));        // doubles: pairs
   CHECK_FALSE(geo::run_sums_vectorized(0x1000, 65, 8));
   CHECK_FALSE(geo::run_sums_vectorized(0x1004, 1024, 4));  // a view one float into its storage
+}
+
+namespace {
+// A reduction's dims as reduce.cu split them before they were ordered by x's strides: kept
+// dims in logical order, reduced ones merged in logical order.
+geo::ReduceDims split_in_logical_order(const reel::Dims& shape, const reel::Dims& xs, const reel::Dims& os,
+                                       const std::vector<bool>& reduced) {
+  geo::ReduceDims g;
+  for (int d = 0; d < shape.size(); ++d) {
+    const int64_t n = shape[d], st = xs[d];
+    if (n == 1) continue;
+    if (reduced[size_t(d)]) {
+      if (g.red > 0 && g.red_stride[g.red - 1] == st * n) {
+        g.red_shape[g.red - 1] *= n;
+        g.red_stride[g.red - 1] = st;
+      } else {
+        g.red_shape[g.red] = n;
+        g.red_stride[g.red++] = st;
+      }
+      g.count *= n;
+    } else {
+      g.kept_shape[g.kept] = n;
+      g.kept_xstride[g.kept] = st;
+      g.kept_ostride[g.kept++] = os[d];
+      g.outputs *= n;
+    }
+  }
+  g.columns = g.kept > 0 && g.kept_xstride[g.kept - 1] == 1 && (g.red == 0 || g.red_stride[g.red - 1] > 1);
+  return g;
+}
+
+bool same_dims(const geo::ReduceDims& a, const geo::ReduceDims& b) {
+  if (a.kept != b.kept || a.red != b.red || a.outputs != b.outputs || a.count != b.count || a.columns != b.columns)
+    return false;
+  for (int d = 0; d < a.kept; ++d)
+    if (a.kept_shape[d] != b.kept_shape[d] || a.kept_xstride[d] != b.kept_xstride[d] ||
+        a.kept_ostride[d] != b.kept_ostride[d])
+      return false;
+  for (int d = 0; d < a.red; ++d)
+    if (a.red_shape[d] != b.red_shape[d] || a.red_stride[d] != b.red_stride[d]) return false;
+  return true;
+}
+
+geo::ReduceDims reduce_dims(const reel::Dims& shape, const reel::Dims& xs, const std::vector<int>& dims,
+                            bool logical = false) {
+  reel::Dims out_shape = shape;
+  bool reduced[reel::kMaxDims] = {};
+  for (int d : dims) reduced[d] = true, out_shape[d] = 1;
+  const reel::Dims os = reel::contiguous_strides(out_shape);
+  return geo::reduce_dims(shape.size(), shape.data(), xs.data(), os.data(), reduced, logical);
+}
+
+// The (x offset, out offset) pairs the reduce kernels visit: output o split over the kept dims
+// (KeptCalc), item r over the reduced dims (RedCalc), last dim fastest; against every
+// logical element's x offset and its output's offset.
+bool visits_every_element_once(const reel::Dims& shape, const reel::Dims& xs, const std::vector<int>& dims,
+                               const geo::ReduceDims& g) {
+  reel::Dims out_shape = shape;
+  for (int d : dims) out_shape[d] = 1;
+  const reel::Dims os = reel::contiguous_strides(out_shape);
+  std::vector<std::pair<int64_t, int64_t>> seen, want;
+  for (int64_t o = 0; o < g.outputs; ++o) {
+    int64_t xo = 0, oo = 0, rest = o;
+    for (int d = g.kept - 1; d >= 0; --d) {
+      xo += rest % g.kept_shape[d] * g.kept_xstride[d];
+      oo += rest % g.kept_shape[d] * g.kept_ostride[d];
+      rest /= g.kept_shape[d];
+    }
+    for (int64_t r = 0; r < g.count; ++r) {
+      int64_t off = 0, rr = r;
+      for (int d = g.red - 1; d >= 0; --d) {
+        off += rr % g.red_shape[d] * g.red_stride[d];
+        rr /= g.red_shape[d];
+      }
+      seen.push_back({xo + off, oo});
+    }
+  }
+  const int64_t n = reel::numel_of(shape);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t xo = 0, oo = 0, rest = i;
+    for (int d = shape.size() - 1; d >= 0; --d) {
+      const int64_t idx = rest % shape[d];
+      rest /= shape[d];
+      xo += idx * xs[d];
+      if (out_shape[d] != 1) oo += idx * os[d];
+    }
+    want.push_back({xo, oo});
+  }
+  std::sort(seen.begin(), seen.end());
+  std::sort(want.begin(), want.end());
+  return seen == want;
+}
+}  // namespace
+
+TEST_CASE("a reduction of a contiguous tensor keeps its dims, paths and order; a channels-last one is ordered by "
+          "memory", "[cuda][geometry][reduce][channels_last]") {
+  using reel::Dims;
+  const std::vector<std::vector<int>> sets = {{0}, {1}, {2}, {3}, {0, 2, 3}, {2, 3}, {0, 1}, {1, 3}, {0, 1, 2, 3}, {}};
+  for (Dims shape : {Dims{2, 3, 4, 5}, Dims{4, 17, 9, 9}, Dims{1, 8, 1, 70}, Dims{3, 1, 5, 1}, Dims{2, 16, 8, 8}})
+    for (const auto& dims : sets) {
+      INFO(shape.str() << " over " << dims.size() << " dims, first " << (dims.empty() ? -1 : dims[0]));
+      const Dims c = reel::contiguous_strides(shape), cl = reel::channels_last_strides(shape);
+      std::vector<bool> red(4, false);
+      for (int d : dims) red[size_t(d)] = true;
+      Dims out_shape = shape;
+      for (int d : dims) out_shape[d] = 1;
+      const geo::ReduceDims g = reduce_dims(shape, c, dims);
+      CHECK(same_dims(g, split_in_logical_order(shape, c, reel::contiguous_strides(out_shape), red)));
+      CHECK(visits_every_element_once(shape, c, dims, g));
+      CHECK(visits_every_element_once(shape, cl, dims, reduce_dims(shape, cl, dims)));
+      CHECK(visits_every_element_once(shape, cl, dims, reduce_dims(shape, cl, dims, true)));
+    }
+  // the conv bias gradient of NCHW keeps the per-channel sums' path (REEL_CUDA_CHANNEL_SUMS)
+  int64_t n = 0, c = 0, l = 0;
+  const Dims nchw{8, 32, 16, 16};
+  geo::ReduceDims g = reduce_dims(nchw, reel::contiguous_strides(nchw), {0, 2, 3});
+  CHECK(geo::channel_runs(g, n, c, l));
+  CHECK((n == 8 && c == 32 && l == 256));
+  CHECK_FALSE(g.columns);
+  // ... and NHWC's is the column sum of [N H W, C]: one kept dim of stride 1, one reduced of stride C
+  g = reduce_dims(nchw, reel::channels_last_strides(nchw), {0, 2, 3});
+  CHECK_FALSE(geo::channel_runs(g, n, c, l));
+  CHECK(g.columns);
+  CHECK((g.kept == 1 && g.kept_shape[0] == 32 && g.kept_xstride[0] == 1 && g.kept_ostride[0] == 1));
+  CHECK((g.red == 1 && g.red_shape[0] == 8 * 16 * 16 && g.red_stride[0] == 32));
+  CHECK((g.outputs == 32 && g.count == 2048));
+  // NHWC over the batch only: the kept channels innermost (columns, coalesced), not W
+  g = reduce_dims(nchw, reel::channels_last_strides(nchw), {0});
+  CHECK(g.columns);
+  CHECK((g.kept == 3 && g.kept_shape[2] == 32 && g.kept_xstride[2] == 1 && g.kept_ostride[2] == 256));
+  // NHWC over the channels: each output's group contiguous (rows)
+  g = reduce_dims(nchw, reel::channels_last_strides(nchw), {1});
+  CHECK_FALSE(g.columns);
+  CHECK((g.red == 1 && g.red_stride[0] == 1));
+  // NHWC over H, W (a global average pool): columns of [H W, C] per image
+  g = reduce_dims(nchw, reel::channels_last_strides(nchw), {2, 3});
+  CHECK(g.columns);
+  CHECK((g.red == 1 && g.red_shape[0] == 256 && g.red_stride[0] == 32));
+  // a transposed plane summed whole: one contiguous run in memory order, unless argmax's flat
+  // index needs the logical order
+  const Dims t{4, 6, 12, 16}, ts{1152, 192, 1, 12};
+  g = reduce_dims(t, ts, {2, 3});
+  CHECK((g.red == 1 && g.red_shape[0] == 192 && g.red_stride[0] == 1));
+  CHECK(visits_every_element_once(t, ts, {2, 3}, g));
+  g = reduce_dims(t, ts, {2, 3}, true);
+  CHECK((g.red == 2 && g.red_stride[0] == 1 && g.red_stride[1] == 12));
 }

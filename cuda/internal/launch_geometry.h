@@ -16,8 +16,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "../../tensor/shape.h"
 #include "env_switch.h"
 
 namespace reel::cuda::geometry {
@@ -41,6 +43,28 @@ inline int64_t grid_for(int64_t n, int threads, int per_thread, int sm_count, in
 // kernel, index.cu): i + gridDim.x * blockDim.x must not wrap past 2^32 while i < n.
 inline bool u32_loop_safe(int64_t n, int64_t grid, int threads) {
   return n <= kU32Items && n + grid * threads <= (int64_t(1) << 32);
+}
+
+// ---- the order to walk dims in (cuda/internal/elementwise_geometry.h, cuda/reduce.cu)
+// Rewrites perm[0..n) (dims, outermost first) so that the dims adjacent in memory come
+// innermost, as PyTorch's TensorIterator orders them (reorder_dimensions): a dim moves
+// outside its neighbour when the first operand whose strides tell the two apart gives it the
+// larger stride. stride_of(k, d) is operand k's stride of dim d, operand 0 first (the output
+// of an elementwise op decides, the inputs break its ties); a 0 stride (a broadcast dim)
+// tells nothing. Adjacent swaps only, so dims no operand tells apart keep their order and
+// the result is defined even where operands disagree; a row-major operand 0 (strides
+// decreasing, as every contiguous tensor's dims of size > 1 are) leaves perm as it is.
+template <typename StrideOf>
+inline void order_by_strides(int n, int operands, StrideOf&& stride_of, int* perm) {
+  auto inside = [&](int a, int b) {  // whether dim a, now outside b, belongs inside it
+    for (int k = 0; k < operands; ++k) {
+      const int64_t sa = stride_of(k, a), sb = stride_of(k, b);
+      if (sa != 0 && sb != 0 && sa != sb) return sa < sb;
+    }
+    return false;
+  };
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && inside(perm[j - 1], perm[j]); --j) std::swap(perm[j - 1], perm[j]);
 }
 
 // ---- per-channel sums of a contiguous [N, C, L] (a conv bias gradient; cuda/reduce.cu)
@@ -162,6 +186,71 @@ inline SplitGrid reduce_split(int64_t outputs, int64_t count, bool columns, int 
   int64_t want = int64_t(sm_count) * std::max(1, max_threads_per_sm / kBlockThreads) * 2;
   if (columns) return split_grid(outputs, 32, count, want, kWarpsPerBlock * 16, kGridYMax);
   return split_grid(outputs, kWarpsPerBlock, count, want, 32 * 16, kGridYMax);
+}
+
+// ---- a reduction's dims (cuda/reduce.cu): x of `ndim` dims, out of x's rank with each
+// reduced dim of size 1. Size-1 dims are dropped. The kept dims go in the order of x's
+// strides (out's breaking ties) and stay unmerged: their order only numbers the outputs, and
+// `columns` asks whether the innermost is x's contiguous dim (32 outputs a block on
+// consecutive addresses). The reduced dims go in the order of x's strides too, merged where
+// adjacent in memory, so that a channels-last [N, C, H, W] summed over {0, 2, 3} is the column
+// sum it is in memory ([N H W, C] over its rows, no copy) and a transposed view reads its
+// groups in memory order. A contiguous x keeps its logical order on both sides (the same
+// dims, paths and summation order as before the reordering). `logical_reduced` keeps the
+// reduced dims in logical order (argmax, argmin: the answer is the flat index over them).
+struct ReduceDims {
+  int kept = 0, red = 0;
+  int64_t kept_shape[kMaxDims] = {}, kept_xstride[kMaxDims] = {}, kept_ostride[kMaxDims] = {};
+  int64_t red_shape[kMaxDims] = {}, red_stride[kMaxDims] = {};
+  int64_t outputs = 1, count = 1;  // outputs, and the items each reduces
+  bool columns = false;            // the innermost kept dim is x's contiguous one
+};
+
+inline ReduceDims reduce_dims(int ndim, const int64_t* shape, const int64_t* xstride, const int64_t* ostride,
+                              const bool* reduced, bool logical_reduced) {
+  int kept[kMaxDims], red[kMaxDims], nk = 0, nr = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] == 1) continue;
+    if (reduced[d]) red[nr++] = d;
+    else kept[nk++] = d;
+  }
+  order_by_strides(nk, 2, [&](int k, int d) { return k == 0 ? xstride[d] : ostride[d]; }, kept);
+  if (!logical_reduced) order_by_strides(nr, 1, [&](int, int d) { return xstride[d]; }, red);
+  ReduceDims g;
+  for (int i = 0; i < nk; ++i) {
+    const int d = kept[i];
+    g.kept_shape[g.kept] = shape[d];
+    g.kept_xstride[g.kept] = xstride[d];
+    g.kept_ostride[g.kept++] = ostride[d];
+    g.outputs *= shape[d];
+  }
+  for (int i = 0; i < nr; ++i) {
+    const int64_t n = shape[red[i]], st = xstride[red[i]];
+    if (g.red > 0 && g.red_stride[g.red - 1] == st * n) {
+      g.red_shape[g.red - 1] *= n;
+      g.red_stride[g.red - 1] = st;
+    } else {
+      g.red_shape[g.red] = n;
+      g.red_stride[g.red++] = st;
+    }
+    g.count *= n;
+  }
+  g.columns = g.kept > 0 && g.kept_xstride[g.kept - 1] == 1 && (g.red == 0 || g.red_stride[g.red - 1] > 1);
+  return g;
+}
+
+// Whether g is a contiguous [N, C, L] reduced over N and L with runs L >= min_run (the
+// per-channel sums' path, REEL_CUDA_CHANNEL_SUMS); sets n, c, l. A channels-last x is not:
+// its channel's elements are strided, and the column kernel reads them.
+// Shorter runs leave most of CUB's block per segment idle: the split kernels win.
+constexpr int64_t kMinChannelRun = 64;
+inline bool channel_runs(const ReduceDims& g, int64_t& n, int64_t& c, int64_t& l) {
+  if (g.kept != 1 || g.red < 1 || g.red > 2 || g.red_stride[g.red - 1] != 1) return false;
+  l = g.red_shape[g.red - 1];
+  c = g.kept_shape[0];
+  n = g.red == 2 ? g.red_shape[0] : 1;
+  if (g.kept_xstride[0] != l || (g.red == 2 && g.red_stride[0] != c * l)) return false;
+  return l >= kMinChannelRun;
 }
 
 // The fused optimizer step (cuda/optim.cu): chunks of 4096 elements, blocks take chunks

@@ -31,7 +31,8 @@ TEST_CASE("per-channel sums of NCHW match the CPU on both paths", "[cuda][reduce
   }
   CHECK_SAME_ON_GPU([](const V& v) { return v[0].narrow(0, 1, 4 * 3 * 64).reshape({4, 3, 8, 8}).sum({0, 2, 3}); },
                     {leaf({1 + 4 * 3 * 64})}, 1e-4, 1e-4);
-  // not contiguous: the split kernels take it
+  // not contiguous, but each channel's plane is one run in memory (H and W swapped, or N and C):
+  // ordered by x's strides (geometry::reduce_dims), the per-channel sums take them
   CHECK_SAME_ON_GPU([](const V& v) { return v[0].permute({0, 1, 3, 2}).sum({0, 2, 3}); }, {leaf({4, 6, 16, 12})},
                     1e-4, 1e-4);
   CHECK_SAME_ON_GPU([](const V& v) { return v[0].permute({1, 0, 2, 3}).sum({0, 2, 3}); }, {leaf({4, 6, 16, 12})},
