@@ -16,6 +16,7 @@ CudnnRnn g_cudnn_rnn = CudnnRnn::layers;  // likewise: no cuDNN here, nothing re
 BnReluPath g_bn_relu = BnReluPath::separate;  // likewise
 HalfAttentionPath g_half_attention = HalfAttentionPath::staged;  // likewise
 bool g_half_channels_last = false;                              // likewise
+HalfElementwisePath g_half_elementwise = HalfElementwisePath::staged;  // likewise
 }  // namespace
 
 bool is_available() { return false; }
@@ -42,6 +43,9 @@ uint64_t cudnn_attention_calls() { return 0; }
 void set_half_channels_last(bool on) { g_half_channels_last = on; }
 bool half_channels_last() { return g_half_channels_last; }
 uint64_t nhwc_convolutions() { return 0; }
+void set_half_elementwise_path(HalfElementwisePath path) { g_half_elementwise = path; }
+HalfElementwisePath half_elementwise_path() { return g_half_elementwise; }
+uint64_t native_half_elementwise_calls() { return 0; }
 Tensor pinned_empty(const Dims& shape, DType dtype) { return empty(shape, {.dtype = dtype}); }
 bool is_pinned(const Tensor&) { return false; }
 

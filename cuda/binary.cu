@@ -1,39 +1,15 @@
 // Binary elementwise ops: out = f(a, b) with a and b already broadcast to out's shape
-// (stride 0 on broadcast dims) and of one dtype; the CPU's formulas (cpu/elementwise.cpp),
-// including NaN propagation through maximum/minimum and the fused activation gradients.
+// (stride 0 on broadcast dims) and of one dtype; the CPU's formulas (cpu/elementwise.cpp;
+// the functors in elementwise_formulas.cuh), including NaN propagation through
+// maximum/minimum and the fused activation gradients.
 //
 // Layout: any strides (elementwise.cuh): a bias broadcast over rows is a 2-D strided
 // operand with a 0 stride, read through the offset calculator. Launch shape: 256 threads,
 // grid-stride, 16-byte vector loads when every operand is dense. Floor: memory bandwidth.
-#include "elementwise.cuh"
+#include "elementwise_formulas.cuh"
 
 namespace reel::cuda {
 namespace {
-
-template <BinaryOp OP, typename T>
-struct BinaryFn {
-  __device__ __forceinline__ auto operator()(T x, T y) const {
-    if constexpr (OP == BinaryOp::add) return T(x + y);
-    else if constexpr (OP == BinaryOp::sub) return T(x - y);
-    else if constexpr (OP == BinaryOp::mul) return T(x * y);
-    else if constexpr (OP == BinaryOp::add_relu) return (x + y > T(0) || x + y != x + y) ? T(x + y) : T(0);  // NaN stays
-    else if constexpr (OP == BinaryOp::maximum) return (x != x || x > y) ? x : y;  // NaN propagates
-    else if constexpr (OP == BinaryOp::minimum) return (x != x || x < y) ? x : y;
-    else if constexpr (OP == BinaryOp::eq) return x == y;
-    else if constexpr (OP == BinaryOp::ne) return x != y;
-    else if constexpr (OP == BinaryOp::lt) return x < y;
-    else if constexpr (OP == BinaryOp::le) return x <= y;
-    else if constexpr (OP == BinaryOp::gt) return x > y;
-    else if constexpr (OP == BinaryOp::ge) return x >= y;
-    else if constexpr (OP == BinaryOp::logical_and) return (x != T(0)) && (y != T(0));
-    else if constexpr (OP == BinaryOp::logical_or) return (x != T(0)) || (y != T(0));
-    else if constexpr (OP == BinaryOp::div) return T(x / y);
-    else if constexpr (OP == BinaryOp::pow) return T(pow(x, y));
-    else if constexpr (OP == BinaryOp::relu_backward) return y <= T(0) ? T(0) : x;  // NaN passes g
-    else if constexpr (OP == BinaryOp::sigmoid_backward) return T(x * y * (T(1) - y));
-    else return T(x * (T(1) - y * y));  // tanh_backward
-  }
-};
 
 constexpr bool is_compare(BinaryOp op) {
   return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||

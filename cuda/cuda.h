@@ -139,6 +139,21 @@ bool half_channels_last();
 // Convolution calls (forward, data and filter gradients) that ran NHWC, over all devices.
 uint64_t nhwc_convolutions();
 
+// f16/bf16 elementwise ops on CUDA (autocast's relu, residual and bias adds, relu's gradient,
+// dropout's multiply, ...): `staged` (the default: the low-precision layer writes an f32 twin
+// of each half operand, runs the f32 kernel and rounds its output back, three passes or more)
+// or `native` (one pass: each element widened, the f32 kernel's formula, one rounding; the
+// staged path's bits; not yet measured, docs/cuda.md, "Switches"). Comparisons and calls
+// mixing dtypes stay staged. REEL_CUDA_HALF_ELEMENTWISE=staged|native chooses at the first
+// f16/bf16 elementwise op on a GPU; set_half_elementwise_path() overrides that from then on
+// (tests run both paths in one process). half_elementwise_path() throws Error when
+// REEL_CUDA_HALF_ELEMENTWISE holds another value.
+enum class HalfElementwisePath { staged, native };
+void set_half_elementwise_path(HalfElementwisePath path);
+HalfElementwisePath half_elementwise_path();
+// Unary and binary calls the native path ran, over all devices (tests check it ran).
+uint64_t native_half_elementwise_calls();
+
 // A CPU tensor in page-locked (pinned) host memory: its copy to a GPU is asynchronous.
 // Reusing the memory is safe: a freed block is handed out again only after the copies
 // that read it have finished. Without CUDA it is an ordinary CPU tensor.

@@ -3,6 +3,8 @@
 // cuBLASLt reads f16/bf16 operands and writes their dtype or f32 (f32 accumulation), and
 // cuDNN convolves in one half dtype with f32 accumulation, so a gradient wanted in f32 (an
 // f32 weight read as bf16 under autocast) is computed in the operands' dtype and converted.
+// Unary and binary ops run in one pass where REEL_CUDA_HALF_ELEMENTWISE=native takes the call
+// (half_elementwise.cu), with the bits of the staged path.
 // Every other op computes in f32 on twins of its f16/bf16 tensors and rounds once.
 #include "../tensor/low_precision_backend.h"
 
@@ -14,6 +16,7 @@
 #include "internal/context.h"
 #include "internal/env_switch.h"
 #include "internal/half_attention.h"
+#include "internal/half_elementwise.h"
 
 namespace reel::cuda {
 namespace {
@@ -143,6 +146,14 @@ class LowPrecisionCuda final : public LowPrecisionBackend<CudaBackend> {
   // another dtype is added after the product, by the layer's kernels
   bool native_product(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor&) const override {
     return same_half(a, b) && (out.dtype() == a.dtype() || out.dtype() == DType::f32);
+  }
+  // f16/bf16 elementwise ops in one pass where REEL_CUDA_HALF_ELEMENTWISE=native takes the call
+  // (internal/half_elementwise.h: counted there); false: the layer stages it
+  bool native_unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b) override {
+    return half_elementwise::unary(k, op, out, x, a, b);
+  }
+  bool native_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override {
+    return half_elementwise::binary(k, op, out, a, b);
   }
 };
 

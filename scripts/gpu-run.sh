@@ -49,6 +49,10 @@
 #   cuda_tests_channels_last, memcheck_channels_last   the autocast, convolution, pooling,
 #               norm and layout tests with REEL_CUDA_CHANNELS_LAST=on (f16/bf16 activations
 #               NHWC, not the default; the [channels_last] cases set both sides themselves)
+#   cuda_tests_half_elementwise, memcheck_half_elementwise   the [half_elementwise], autocast
+#               and channels-last tests with REEL_CUDA_HALF_ELEMENTWISE=native (f16/bf16 unary and
+#               binary ops in one pass, not the default; the [half_elementwise] cases set both
+#               paths themselves and ran in cuda_tests too)
 #   w4_w10_w11_channels_last  W4, W10 and W11 under --amp bf16 with REEL_CUDA_CHANNELS_LAST
 #               off, then on, then PyTorch eager under the same autocast
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
@@ -255,6 +259,8 @@ half=(env REEL_CUDA_HALF_ATTENTION=cudnn)  # cuDNN's fused f16/bf16 attention (n
 chsums=(env REEL_CUDA_CHANNEL_SUMS=warps)   # per-channel sums a warp a run (not yet measured)
 nhwc=(env REEL_CUDA_CHANNELS_LAST=on)        # f16/bf16 activations NHWC (not yet measured)
 nhwc_tests="[autocast],[channels_last],[conv],[pool],[norm],[bias]"
+halfew=(env REEL_CUDA_HALF_ELEMENTWISE=native)  # f16/bf16 elementwise ops in one pass (not yet measured)
+halfew_tests="[half_elementwise],[autocast],[channels_last]"
 
 # ---- the CUDA tests, whole
 export REEL_CUDA_REQUIRED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -279,6 +285,8 @@ step cuda_tests_half 60 "${half[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_channel_sums 60 "${chsums[@]}" "$cuda_tests" --durations yes "[reduce],[bias]"
 # ---- REEL_CUDA_CHANNELS_LAST=on over every test that makes half activations
 step cuda_tests_channels_last 60 "${nhwc[@]}" "$cuda_tests" --durations yes "$nhwc_tests"
+# ---- REEL_CUDA_HALF_ELEMENTWISE=native over the tests that run half elementwise ops
+step cuda_tests_half_elementwise 60 "${halfew[@]}" "$cuda_tests" --durations yes "$halfew_tests"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -327,6 +335,9 @@ else
   # NHWC activations: cuDNN's NHWC descriptors, the strided pooling and elementwise kernels
   step memcheck_channels_last 60 "${nhwc[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "$nhwc_tests"
+  # f16/bf16 elementwise ops in one pass: the launcher's 16-byte half loads, strided and broadcast offsets
+  step memcheck_half_elementwise 60 "${halfew[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    "$cuda_tests" "$halfew_tests"
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
     step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
