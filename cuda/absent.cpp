@@ -17,6 +17,7 @@ BnReluPath g_bn_relu = BnReluPath::separate;  // likewise
 HalfAttentionPath g_half_attention = HalfAttentionPath::staged;  // likewise
 bool g_half_channels_last = false;                              // likewise
 HalfElementwisePath g_half_elementwise = HalfElementwisePath::staged;  // likewise
+HalfNormPath g_half_norm = HalfNormPath::staged;                 // likewise
 }  // namespace
 
 bool is_available() { return false; }
@@ -46,6 +47,9 @@ uint64_t nhwc_convolutions() { return 0; }
 void set_half_elementwise_path(HalfElementwisePath path) { g_half_elementwise = path; }
 HalfElementwisePath half_elementwise_path() { return g_half_elementwise; }
 uint64_t native_half_elementwise_calls() { return 0; }
+void set_half_norm_path(HalfNormPath path) { g_half_norm = path; }
+HalfNormPath half_norm_path() { return g_half_norm; }
+uint64_t cudnn_norm_calls() { return 0; }
 Tensor pinned_empty(const Dims& shape, DType dtype) { return empty(shape, {.dtype = dtype}); }
 bool is_pinned(const Tensor&) { return false; }
 

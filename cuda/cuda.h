@@ -154,6 +154,18 @@ HalfElementwisePath half_elementwise_path();
 // Unary and binary calls the native path ran, over all devices (tests check it ran).
 uint64_t native_half_elementwise_calls();
 
+// Batch norm of those channels-last f16/bf16 activations (autocast's mixed form: half x and
+// y, f32 parameters and statistics): `staged` (the default: f32 twins of x and y around the
+// f32 kernels) or `cudnn` (cuDNN's batch norm reading and writing the halves NHWC as they lie,
+// persistent kernels in training; not yet measured, docs/cuda.md, "Switches").
+// REEL_CUDA_HALF_NORM=staged|cudnn chooses at the first such norm; set_half_norm_path()
+// overrides that from then on. half_norm_path() throws Error for any other value.
+enum class HalfNormPath { staged, cudnn };
+void set_half_norm_path(HalfNormPath path);
+HalfNormPath half_norm_path();
+// Forward and backward batch norms cuDNN ran on that path, over all devices.
+uint64_t cudnn_norm_calls();
+
 // A CPU tensor in page-locked (pinned) host memory: its copy to a GPU is asynchronous.
 // Reusing the memory is safe: a freed block is handed out again only after the copies
 // that read it have finished. Without CUDA it is an ordinary CPU tensor.

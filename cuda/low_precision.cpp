@@ -17,6 +17,7 @@
 #include "internal/env_switch.h"
 #include "internal/half_attention.h"
 #include "internal/half_elementwise.h"
+#include "internal/half_norm.h"
 
 namespace reel::cuda {
 namespace {
@@ -154,6 +155,20 @@ class LowPrecisionCuda final : public LowPrecisionBackend<CudaBackend> {
   }
   bool native_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override {
     return half_elementwise::binary(k, op, out, a, b);
+  }
+  // autocast's mixed batch norm of NHWC halves: cuDNN's, where REEL_CUDA_HALF_NORM=cudnn and
+  // its rule takes the call (internal/half_norm.h), else the layer's f32 twins
+  bool native_batch_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                 std::span<const Tensor> xs, const Tensor& weight, const Tensor& bias,
+                                 const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                                 double eps, bool relu) override {
+    return half_norm::forward(k, out, save_mean, save_invstd, xs, weight, bias, running_mean, running_var, training,
+                              momentum, eps, relu);
+  }
+  bool native_batch_norm_backward(std::span<const Tensor> gxs, const Tensor& gw, const Tensor& gb, const Tensor& gy,
+                                  std::span<const Tensor> xs, const Tensor& y, const Tensor& weight,
+                                  const Tensor& save_mean, const Tensor& save_invstd, bool training) override {
+    return half_norm::backward(k, gxs, gw, gb, gy, xs, y, weight, save_mean, save_invstd, training);
   }
 };
 

@@ -1,13 +1,17 @@
 // REEL_CUDA_CHANNELS_LAST's rules (cuda/internal/channels_last.h), which need no GPU: the
 // switch, which dtypes the CUDA backend keeps channels-last, the layout a convolution hands
-// cuDNN, which operands it takes as they lie, and that cached plans keep the layouts apart.
+// cuDNN, which operands it takes as they lie, and that cached plans keep the layouts apart;
+// and REEL_CUDA_HALF_NORM's (internal/half_norm.h): which batch norms of those activations
+// cuDNN takes, in which mode.
 #include <catch2/catch.hpp>
 
 #include <reel/reel.h>
 
 #include "../cuda/internal/channels_last.h"
+#include "../cuda/internal/half_norm.h"
 
 namespace cl = reel::cuda::channels_last;
+namespace hn = reel::cuda::half_norm;
 using reel::Dims;
 using reel::DType;
 
@@ -64,4 +68,54 @@ TEST_CASE("packed NHWC: channels-last tensors, and contiguous ones with one chan
   reel::Tensor nhwc = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
   CHECK(cl::packed_nhwc(nhwc.shape(), nhwc.strides()));
   CHECK_FALSE(cl::packed_nhwc(x.shape(), x.strides()));
+}
+
+TEST_CASE("REEL_CUDA_HALF_NORM takes staged or cudnn, else an error naming it, the value and the choices",
+          "[cuda][rules][channels_last][norm]") {
+  CHECK(hn::path_from_env(nullptr) == hn::Path::staged);
+  CHECK(hn::path_from_env("") == hn::Path::staged);
+  CHECK(hn::path_from_env("staged") == hn::Path::staged);
+  CHECK(hn::path_from_env("cudnn") == hn::Path::cudnn);
+  CHECK(hn::path_from_env("fused") == hn::Path::invalid);
+  CHECK(hn::invalid_path_message("fused") == "batch_norm: REEL_CUDA_HALF_NORM must be staged or cudnn, got \"fused\"");
+}
+
+TEST_CASE("cuDNN takes the mixed batch norm of NHWC halves only, in training or with running statistics",
+          "[cuda][rules][channels_last][norm]") {
+  const hn::Call served{.path = hn::Path::cudnn, .n = 32, .c = 64, .hw = 56 * 56};
+  CHECK(hn::refusal(served).empty());
+  CHECK(hn::mode_of(served) == hn::Mode::spatial_persistent);
+  for (DType d : {DType::bf16, DType::f16}) {
+    hn::Call c = served;
+    c.x = c.y = d;
+    CHECK(hn::refusal(c).empty());
+  }
+  auto refused = [&](auto change) {
+    hn::Call c = served;
+    change(c);
+    return !hn::refusal(c).empty();
+  };
+  CHECK(refused([](hn::Call& c) { c.path = hn::Path::staged; }));  // the default
+  CHECK(refused([](hn::Call& c) { c.dims = 3; }));                  // batch_norm over [N, C, L]
+  CHECK(refused([](hn::Call& c) { c.x = c.y = DType::f32; }));      // f32 runs reel's own kernels
+  CHECK(refused([](hn::Call& c) { c.y = DType::f32; }));
+  CHECK(refused([](hn::Call& c) { c.same_dtypes = false; }));       // DenseNet pieces of two dtypes
+  CHECK(refused([](hn::Call& c) { c.nhwc = false; }));              // NCHW halves: cast to f32 as before
+  CHECK(refused([](hn::Call& c) { c.params_f32 = false; }));
+  CHECK(refused([](hn::Call& c) { c.params_dense = false; }));
+  CHECK(refused([](hn::Call& c) { c.n = 1, c.hw = 1; }));           // one value a channel
+  CHECK(refused([](hn::Call& c) { c.n = 1 << 16, c.c = 1 << 10, c.hw = 1 << 6; }));  // 2^32 elements
+  // evaluation: the forward with running statistics; its backward's are constants
+  hn::Call eval = served;
+  eval.training = false;
+  CHECK(hn::refusal(eval).empty());
+  CHECK(hn::mode_of(eval) == hn::Mode::spatial);
+  eval.n = eval.hw = 1;  // one value a channel is fine with running statistics
+  CHECK(hn::refusal(eval).empty());
+  CHECK(refused([](hn::Call& c) { c.training = false, c.running = false; }));
+  CHECK(refused([](hn::Call& c) { c.training = false, c.backward = true; }));
+  hn::Call train_backward = served;
+  train_backward.backward = true;
+  CHECK(hn::refusal(train_backward).empty());
+  CHECK(hn::mode_of(train_backward) == hn::Mode::spatial_persistent);  // the forward's mode
 }
