@@ -46,15 +46,19 @@
 #               and bias tests with REEL_CUDA_CHANNEL_SUMS=warps (per-channel sums a warp a run,
 #               not the default)
 #   w7_channel_sums  W7 (the bias gradient) with REEL_CUDA_CHANNEL_SUMS=cub, then warps
-#   cuda_tests_channels_last, memcheck_channels_last   the autocast, convolution, pooling,
+#   cuda_tests_channels_last, memcheck_on_channels_last   the autocast, convolution, pooling,
 #               norm and layout tests with REEL_CUDA_CHANNELS_LAST=on (f16/bf16 activations
 #               NHWC, not the default; the [channels_last] cases set both sides themselves)
-#   cuda_tests_half_elementwise, memcheck_half_elementwise   the [half_elementwise], autocast
+#   cuda_tests_half_elementwise, memcheck_on_half_elementwise   the [half_elementwise], autocast
 #               and channels-last tests with REEL_CUDA_HALF_ELEMENTWISE=native (f16/bf16 unary and
 #               binary ops in one pass, not the default; the [half_elementwise] cases set both
 #               paths themselves and ran in cuda_tests too)
-#   w4_w10_w11_channels_last  W4, W10 and W11 under --amp bf16 with REEL_CUDA_CHANNELS_LAST
-#               off, then on, then PyTorch eager under the same autocast
+#   cuda_tests_half_norm, memcheck_on_half_norm   the norm, autocast and channels-last tests
+#               with REEL_CUDA_CHANNELS_LAST=on and REEL_CUDA_HALF_NORM=cudnn (cuDNN's batch norm
+#               of NHWC halves, not the default; the [half_norm] cases set both paths themselves)
+#   w4_w10_w11_channels_last  W4, W10 and W11 under --amp bf16: NCHW (the default), the
+#               half elementwise kernels alone, NHWC, NHWC with cuDNN's batch norm and the half
+#               elementwise kernels; then PyTorch eager under the same autocast
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
@@ -136,7 +140,7 @@ finish() {
     [[ -s "$logs/w7_channel_sums.log" ]] && { echo "---- W7, REEL_CUDA_CHANNEL_SUMS=cub then warps";
       grep -E "^REEL_CUDA_CHANNEL_SUMS|^W7 " "$logs/w7_channel_sums.log"; }
     [[ -s "$logs/w4_w10_w11_channels_last.log" ]] && {
-      echo "---- W4, W10, W11 under --amp bf16, REEL_CUDA_CHANNELS_LAST=off then on, then PyTorch eager"
+      echo "---- W4, W10, W11 under --amp bf16: NCHW, half elementwise, NHWC, NHWC + cuDNN norm + half elementwise; PyTorch eager"
       grep -E "^REEL_CUDA_CHANNELS_LAST|^PyTorch|^W4 |^W10 |^W11 " "$logs/w4_w10_w11_channels_last.log"; }
     # the sections above as one decision per switch (each path against the default and PyTorch
     # eager, issue 46's targets); it only reads the logs, so it must not change the run's status
@@ -258,6 +262,7 @@ bnrelu=(env REEL_CUDA_BN_RELU=fused)      # batch norm + relu in the same kernel
 half=(env REEL_CUDA_HALF_ATTENTION=cudnn)  # cuDNN's fused f16/bf16 attention (not yet measured)
 chsums=(env REEL_CUDA_CHANNEL_SUMS=warps)   # per-channel sums a warp a run (not yet measured)
 nhwc=(env REEL_CUDA_CHANNELS_LAST=on)        # f16/bf16 activations NHWC (not yet measured)
+halfnorm=(env REEL_CUDA_CHANNELS_LAST=on REEL_CUDA_HALF_NORM=cudnn)  # their batch norms through cuDNN (likewise)
 nhwc_tests="[autocast],[channels_last],[conv],[pool],[norm],[bias]"
 halfew=(env REEL_CUDA_HALF_ELEMENTWISE=native)  # f16/bf16 elementwise ops in one pass (not yet measured)
 halfew_tests="[half_elementwise],[autocast],[channels_last]"
@@ -285,6 +290,7 @@ step cuda_tests_half 60 "${half[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_channel_sums 60 "${chsums[@]}" "$cuda_tests" --durations yes "[reduce],[bias]"
 # ---- REEL_CUDA_CHANNELS_LAST=on over every test that makes half activations
 step cuda_tests_channels_last 60 "${nhwc[@]}" "$cuda_tests" --durations yes "$nhwc_tests"
+step cuda_tests_half_norm 60 "${halfnorm[@]}" "$cuda_tests" --durations yes "[norm],[autocast],[channels_last]"
 # ---- REEL_CUDA_HALF_ELEMENTWISE=native over the tests that run half elementwise ops
 step cuda_tests_half_elementwise 60 "${halfew[@]}" "$cuda_tests" --durations yes "$halfew_tests"
 
@@ -333,10 +339,12 @@ else
       "$cuda_tests" "[reduce],[bias]"
   done
   # NHWC activations: cuDNN's NHWC descriptors, the strided pooling and elementwise kernels
-  step memcheck_channels_last 60 "${nhwc[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+  step memcheck_on_channels_last 60 "${nhwc[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "$nhwc_tests"
+  step memcheck_on_half_norm 60 "${halfnorm[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    "$cuda_tests" "[norm],[channels_last]"
   # f16/bf16 elementwise ops in one pass: the launcher's 16-byte half loads, strided and broadcast offsets
-  step memcheck_half_elementwise 60 "${halfew[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+  step memcheck_on_half_elementwise 60 "${halfew[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "$halfew_tests"
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
@@ -413,15 +421,21 @@ w7_channel_sums() {
   done
 }
 step w7_channel_sums 30 w7_channel_sums
-# W4, W10 and W11 under bf16 autocast with activations NCHW (the default), then NHWC, then
-# PyTorch eager under the same autocast (NCHW, its default memory format)
+# W4, W10 and W11 under bf16 autocast: activations NCHW (the default), the half elementwise
+# kernels alone, NHWC, NHWC with cuDNN's batch norm and the half elementwise kernels; then
+# PyTorch eager under the same autocast (NCHW, its default memory format). Each section's
+# header holds its settings, read by bench/gpu_paths.py
 w4_w10_w11_channels_last() {
-  local p
-  for p in off on; do
-    echo "REEL_CUDA_CHANNELS_LAST=$p"
-    REEL_CUDA_CHANNELS_LAST=$p "$work/build/bench/bench_w4_vgg" --device cuda --amp bf16 --steps 10 --reps 2 &&
-      REEL_CUDA_CHANNELS_LAST=$p "$work/build/bench/bench_w10_resnet50" --device cuda --amp bf16 --steps 10 --reps 2 &&
-      REEL_CUDA_CHANNELS_LAST=$p "$work/build/bench/bench_w11_densenet" --device cuda --amp bf16 --steps 5 --reps 2 ||
+  local settings
+  for settings in "REEL_CUDA_CHANNELS_LAST=off" \
+    "REEL_CUDA_CHANNELS_LAST=off REEL_CUDA_HALF_ELEMENTWISE=native" \
+    "REEL_CUDA_CHANNELS_LAST=on" \
+    "REEL_CUDA_CHANNELS_LAST=on REEL_CUDA_HALF_NORM=cudnn REEL_CUDA_HALF_ELEMENTWISE=native"; do
+    echo "$settings"
+    # shellcheck disable=SC2086 # the settings are words on purpose
+    env $settings "$work/build/bench/bench_w4_vgg" --device cuda --amp bf16 --steps 10 --reps 2 &&
+      env $settings "$work/build/bench/bench_w10_resnet50" --device cuda --amp bf16 --steps 10 --reps 2 &&
+      env $settings "$work/build/bench/bench_w11_densenet" --device cuda --amp bf16 --steps 5 --reps 2 ||
       return 1
   done
   echo "PyTorch eager"
@@ -430,7 +444,7 @@ w4_w10_w11_channels_last() {
     python3 "$root/bench/reference/workloads_pytorch.py" "$w" --device cuda --amp bf16 --steps 5 --reps 2 || return 1
   done
 }
-step w4_w10_w11_channels_last 60 w4_w10_w11_channels_last
+step w4_w10_w11_channels_last 120 w4_w10_w11_channels_last
 # W9's GRU per layer (the default) and as the whole stack, same steps, one after the other
 w9_cudnn_rnn() {
   local p
