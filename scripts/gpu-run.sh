@@ -69,7 +69,10 @@
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
 # the benchmark JSON lines). Exit 0 when every step passed; 3 when there is no GPU.
-# Environment: GPU_RUN_BENCH_ONLY (set: skip the tests, sanitizers and samples), GPU_RUN_TESTS
+# Environment: GPU_RUN_BENCH_ONLY (set: skip the tests, sanitizers and samples), GPU_RUN_SANITIZERS=0
+# and GPU_RUN_SAMPLES=0 (skip those alone: a short lease's first run), GPU_RUN_SANITIZERS=memcheck
+# (memcheck over each test file, no other tool), GPU_RUN_MEMCHECK_FILES (those files' tags alone,
+# "[#test_cuda_x] [#test_cuda_y]"), GPU_RUN_TESTS
 # (a Catch filter: those tests, the sanitizers over them, no samples), GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
 # W12,W1,W3,W4,W6,W7,W8), OUT.
 set -uo pipefail
@@ -79,7 +82,7 @@ work=${GPU_RUN_WORK:-/tmp/reel-gpu-run}
 out=${OUT:-$pack/out}
 budget=${GPU_RUN_BUDGET:-300}
 logs=$work/logs
-export pack work logs  # read by the functions that step runs in a child shell
+export pack work logs root  # read by the functions that step runs in a child shell
 rm -rf "$work"
 mkdir -p "$work/prefix" "$work/build" "$work/data" "$logs" "$out"
 summary=$out/summary.txt
@@ -257,14 +260,16 @@ note "PASS    gpu ($(nvidia-smi -L | head -1))"
 rows=(env REEL_CUDA_ATTENTION=rows)
 rows64=(env REEL_CUDA_ATTENTION_ROWS=64)  # the tiles with 64 rows a block whatever the shape
 vector=(env REEL_CUDA_ATTENTION=vector)   # the tiles with 16-byte shared reads (not yet measured)
-stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (not yet measured)
-bnrelu=(env REEL_CUDA_BN_RELU=fused)      # batch norm + relu in the same kernels (not yet measured)
-half=(env REEL_CUDA_HALF_ATTENTION=cudnn)  # cuDNN's fused f16/bf16 attention (not yet measured)
-chsums=(env REEL_CUDA_CHANNEL_SUMS=warps)   # per-channel sums a warp a run (not yet measured)
+# the paths the H200 made defaults on 2026-11-29 replaced, kept and tested: each array names the
+# old path (the step names keep the switch's name)
+stack=(env REEL_CUDNN_RNN=layers)         # one cuDNN call per layer (the stack is the default)
+bnrelu=(env REEL_CUDA_BN_RELU=separate)   # batch norm, then a relu pass (fused is the default)
+half=(env REEL_CUDA_HALF_ATTENTION=staged)  # f16/bf16 attention on f32 twins (cuDNN's is the default)
+chsums=(env REEL_CUDA_CHANNEL_SUMS=cub)     # per-channel sums through CUB (a warp a run is the default)
 nhwc=(env REEL_CUDA_CHANNELS_LAST=on)        # f16/bf16 activations NHWC (not yet measured)
 halfnorm=(env REEL_CUDA_CHANNELS_LAST=on REEL_CUDA_HALF_NORM=cudnn)  # their batch norms through cuDNN (likewise)
 nhwc_tests="[autocast],[channels_last],[conv],[pool],[norm],[bias]"
-halfew=(env REEL_CUDA_HALF_ELEMENTWISE=native)  # f16/bf16 elementwise ops in one pass (not yet measured)
+halfew=(env REEL_CUDA_HALF_ELEMENTWISE=staged)  # f16/bf16 elementwise ops on f32 twins (one pass is the default)
 halfew_tests="[half_elementwise],[autocast],[channels_last]"
 
 # ---- the CUDA tests, whole
@@ -296,7 +301,9 @@ step cuda_tests_half_elementwise 60 "${halfew[@]}" "$cuda_tests" --durations yes
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
-if [[ -z "$sanitizer" ]]; then
+if [[ "${GPU_RUN_SANITIZERS:-1}" == 0 ]]; then  # a short lease: tests and benchmarks first
+  note "SKIP    sanitizers (GPU_RUN_SANITIZERS=0)"
+elif [[ -z "$sanitizer" ]]; then
   note "FAIL    sanitizers (compute-sanitizer not found)"
   status=1
 else
@@ -304,6 +311,8 @@ else
   mapfile -t files < <("$cuda_tests" -# --list-tags 2> /dev/null | grep -o '\[#test_[a-z_]*\]' | sort -u)
   [[ ${#files[@]} -gt 0 ]] || note "FAIL    memcheck (no test files listed)"
   [[ -n "$filter" ]] && files=()
+  # a short lease: memcheck over these test files alone ("[#test_cuda_x] [#test_cuda_y]")
+  [[ -n "${GPU_RUN_MEMCHECK_FILES:-}" ]] && read -ra files <<< "$GPU_RUN_MEMCHECK_FILES"
   [[ -n "$filter" ]] && step memcheck 60 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "$filter"
   for f in "${files[@]}"; do
@@ -313,6 +322,9 @@ else
       "$cuda_tests" -# "$f~[data]~[rnn_stack]"
   done
   kernels=${filter:-"[reduce],[softmax],[norm],[bias],[attention],[everyday]"}
+  if [[ "${GPU_RUN_SANITIZERS:-1}" == memcheck ]]; then
+    note "SKIP    racecheck, synccheck, initcheck and the switches' sanitizer steps (GPU_RUN_SANITIZERS=memcheck)"
+  else
   for tool in racecheck synccheck initcheck; do
     step "$tool" 60 "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 "$cuda_tests" "$kernels"
   done
@@ -355,11 +367,14 @@ else
     step "${tool}_vector64" 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$sanitizer" --tool "$tool" \
       --error-exitcode 1 --print-limit 30 "$cuda_tests" "[attention]"
   done
+  fi
 fi
 
 # ---- the samples, one epoch on each device, and the GPT on the GPU
 samples=$work/build/samples
-if [[ -z "$filter" ]]; then
+if [[ "${GPU_RUN_SAMPLES:-1}" == 0 ]]; then
+  note "SKIP    samples (GPU_RUN_SAMPLES=0)"
+elif [[ -z "$filter" ]]; then
 step sample_cnn_gpu 60 "$samples/train_fashion_mnist" --device cuda --model cnn --epochs 1 \
   --data "$REEL_FASHION_MNIST" --out "$work/cnn_gpu" --logdir "$work/tb_gpu"
 step sample_cnn_cpu 60 "$samples/train_fashion_mnist" --device cpu --model cnn --epochs 1 \

@@ -300,8 +300,8 @@ TEST_CASE("attention's vector tiles cover every row with 16-byte aligned tiles i
 
 TEST_CASE("the per-channel sums' warp-a-run kernel takes every run once, on a bounded grid, 16 bytes a load only "
           "where every run is aligned", "[cuda][geometry][reduce]") {
-  CHECK(geo::channel_sums_from_env(nullptr) == geo::ChannelSums::cub);
-  CHECK(geo::channel_sums_from_env("") == geo::ChannelSums::cub);
+  CHECK(geo::channel_sums_from_env(nullptr) == geo::ChannelSums::warps);  // the default since the H200 (W7 0.68)
+  CHECK(geo::channel_sums_from_env("") == geo::ChannelSums::warps);
   CHECK(geo::channel_sums_from_env("cub") == geo::ChannelSums::cub);
   CHECK(geo::channel_sums_from_env("warps") == geo::ChannelSums::warps);
   CHECK(geo::channel_sums_from_env("Warps") == geo::ChannelSums::invalid);

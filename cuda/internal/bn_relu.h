@@ -33,7 +33,7 @@ namespace reel::cuda::bn_relu {
 // ---- REEL_CUDA_BN_RELU: "separate" (the default) or "fused"
 enum class Path { separate, fused, invalid };
 inline constexpr Choice<Path> kPaths[] = {{"separate", Path::separate}, {"fused", Path::fused}};
-inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::separate, Path::invalid); }
+inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::fused, Path::invalid); }
 inline std::string invalid_path_message(const char* value) {
   return choice_message("batch_norm_relu", "REEL_CUDA_BN_RELU", kPaths, value);
 }

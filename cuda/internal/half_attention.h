@@ -31,7 +31,10 @@ namespace reel::cuda::half_attention {
 // ---- REEL_CUDA_HALF_ATTENTION: "staged" (the default until a GPU has measured cudnn) or "cudnn"
 enum class Path { staged, cudnn, invalid };
 inline constexpr Choice<Path> kPaths[] = {{"staged", Path::staged}, {"cudnn", Path::cudnn}};
-inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::staged, Path::invalid); }
+// unset or empty: `fallback`, cudnn in a build with the cuDNN frontend's headers, else staged
+inline Path path_from_env(const char* value, Path fallback) {
+  return parse_choice(value, kPaths, fallback, Path::invalid);
+}
 inline std::string invalid_path_message(const char* value) {
   return choice_message("scaled_dot_product_attention", "REEL_CUDA_HALF_ATTENTION", kPaths, value);
 }

@@ -184,7 +184,8 @@ TEST_CASE("half attention calls cuDNN does not take run staged", "[cuda][attenti
   const uint64_t before = cuda::cudnn_attention_calls();
   Tensor keep = logical_or(gt(rand({2, 1, 1, 45}), 0.3), lt(arange(0, 45, 1), 1.0));
   CHECK_SAME_ON_GPU(sdpa({}), {qkv[0], qkv[1], qkv[2], keep}, 3e-2, 3e-2);
-  CHECK_SAME_ON_GPU(sdpa({}), half_leaves({{1, 2, 20, 24}, {1, 2, 20, 24}, {1, 2, 20, 24}}, DType::bf16), 3e-2,
+  // a head of 20, not a multiple of 8 (24 is one: cuDNN takes it)
+  CHECK_SAME_ON_GPU(sdpa({}), half_leaves({{1, 2, 20, 20}, {1, 2, 20, 20}, {1, 2, 20, 20}}, DType::bf16), 3e-2,
                     3e-2);
   CHECK(cuda::cudnn_attention_calls() == before);
 }

@@ -38,7 +38,8 @@ Run run(const V& base, const Tensor& w, const Tensor& b, const Tensor& rm, const
   }
   Tensor wd = w.defined() ? w.detach().to(dev).requires_grad_() : Tensor();
   Tensor bd = b.defined() ? b.detach().to(dev).requires_grad_() : Tensor();
-  Tensor rmd = rm.detach().to(dev), rvd = rv.detach().to(dev);
+  // clones: to() on the CPU is the same storage, and the forward updates the running statistics in place
+  Tensor rmd = rm.detach().clone().to(dev), rvd = rv.detach().clone().to(dev);
   Tensor y = batch_norm_relu(xs, wd, bd, rmd, rvd, training, 0.1, 1e-5);
   (y * g.to(dev)).sum().backward();
   Run r{y.cpu(), rmd.cpu(), rvd.cpu(), wd.defined() ? wd.grad().cpu() : Tensor(),
