@@ -16,7 +16,7 @@ CudnnRnn g_cudnn_rnn = CudnnRnn::stack;  // likewise: no cuDNN here, nothing rea
 BnReluPath g_bn_relu = BnReluPath::fused;  // likewise
 HalfAttentionPath g_half_attention = HalfAttentionPath::staged;  // likewise
 bool g_half_channels_last = false;                              // likewise
-HalfElementwisePath g_half_elementwise = HalfElementwisePath::native;  // likewise
+HalfElementwisePath g_half_elementwise = HalfElementwisePath::staged;  // likewise
 HalfNormPath g_half_norm = HalfNormPath::staged;                 // likewise
 }  // namespace
 

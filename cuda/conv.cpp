@@ -218,7 +218,12 @@ void find_forward(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& x, cons
   for (int i = 0; i < found; ++i) {  // sorted fastest first
     if (!acceptable(pl, perf[i].status, perf[i].mathType)) continue;
     pl.fwd = perf[i].algo;
-    pl.fwd_ws = perf[i].memory;
+    // what the call itself asks may exceed what the search reported (seen under compute-sanitizer
+    // with NHWC halves on the H200: BAD_PARAM "workSpaceSizeInBytes < requiredWorkspace")
+    size_t need = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(h, pl.x, pl.w, pl.conv, pl.y, pl.fwd, &need) != CUDNN_STATUS_SUCCESS)
+      need = 0;
+    pl.fwd_ws = std::max(perf[i].memory, need);
     pl.has_fwd = true;
     return;
   }
@@ -246,7 +251,11 @@ void find_backward_data(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor& g
   for (int i = 0; i < found; ++i) {
     if (!acceptable(pl, perf[i].status, perf[i].mathType)) continue;
     pl.bwd_data = perf[i].algo;
-    pl.bwd_data_ws = perf[i].memory;
+    size_t need = 0;  // as for the forward: the call's own requirement, where larger
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.w, pl.y, pl.conv, pl.x, pl.bwd_data, &need) !=
+        CUDNN_STATUS_SUCCESS)
+      need = 0;
+    pl.bwd_data_ws = std::max(perf[i].memory, need);
     pl.has_bwd_data = true;
     return;
   }
@@ -274,7 +283,11 @@ void find_backward_filter(Context& ctx, cudnnHandle_t h, Plan& pl, const Tensor&
   for (int i = 0; i < found; ++i) {
     if (!acceptable(pl, perf[i].status, perf[i].mathType)) continue;
     pl.bwd_filter = perf[i].algo;
-    pl.bwd_filter_ws = perf[i].memory;
+    size_t need = 0;  // as for the forward: the call's own requirement, where larger
+    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w, pl.bwd_filter, &need) !=
+        CUDNN_STATUS_SUCCESS)
+      need = 0;
+    pl.bwd_filter_ws = std::max(perf[i].memory, need);
     pl.has_bwd_filter = true;
     return;
   }

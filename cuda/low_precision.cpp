@@ -24,15 +24,11 @@ namespace {
 
 using low_precision::any_low;
 
-// f16/bf16 attention: cuDNN's fused kernels (the default where this build has the cuDNN
-// frontend's headers: the H200 measured them at 0.07-0.4 of the staged path, 2026-11-29) or
-// staged (the layer's f32 twins)
+// f16/bf16 attention: staged (the layer's f32 twins; the default) or cuDNN's fused kernels.
+// The H200 measured cuDNN's at 0.17-0.29 of staged on SDPA at T = 1024 and 4096, but W12's
+// step (T = 256) at 0.99 and 1.11 of staged (two runs, 2026-11-29): not the default yet
 half_attention::Path half_attention_from_env(const char* value) {
-#ifdef REEL_HAS_CUDNN_FRONTEND
-  return half_attention::path_from_env(value, half_attention::Path::cudnn);
-#else
   return half_attention::path_from_env(value, half_attention::Path::staged);
-#endif
 }
 EnvSwitch<half_attention::Path> g_half_attention("REEL_CUDA_HALF_ATTENTION", half_attention_from_env,
                                                  half_attention::invalid_path_message, half_attention::Path::invalid);

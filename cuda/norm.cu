@@ -163,7 +163,7 @@ __global__ void bn_finalize(const double2* partial, BnParams p, const T* w, cons
       for (int k = 1; k < p.splits; ++k) s = add2(s, partial[int64_t(k) * p.c + ch]);
       mean = s.x / double(p.count);
       double var = s.y / double(p.count) - mean * mean;
-      var = var > 0 ? var : 0;
+      var = var < 0 ? 0 : var;  // rounding below 0 clamps; NaN (inf in the channel) stays, as on the CPU
       invstd = 1.0 / sqrt(var + p.eps);
       if (p.has_running) {
         double unbiased = p.count > 1 ? var * double(p.count) / double(p.count - 1) : var;
@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(kThreads) ln_forward(const T* x, T* out, T* sa
     acc = group_sum<TPR>(acc, smem);
     if (!live) continue;
     double mean = acc.x / double(D), var = acc.y / double(D) - mean * mean;
-    double inv = 1.0 / sqrt((var > 0 ? var : 0) + eps);
+    double inv = 1.0 / sqrt((var < 0 ? 0 : var) + eps);  // NaN (an inf in the row) stays, as on the CPU
     if (t == 0) {
       if (save_mean) save_mean[row] = T(mean);
       if (save_invstd) save_invstd[row] = T(inv);

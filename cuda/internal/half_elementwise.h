@@ -35,7 +35,7 @@ namespace reel::cuda::half_elementwise {
 // ---- REEL_CUDA_HALF_ELEMENTWISE: "staged" (the default until a GPU has measured native) or "native"
 enum class Path { staged, native, invalid };
 inline constexpr Choice<Path> kPaths[] = {{"staged", Path::staged}, {"native", Path::native}};
-inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::native, Path::invalid); }
+inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::staged, Path::invalid); }
 inline std::string invalid_path_message(const char* value) {
   return choice_message("elementwise", "REEL_CUDA_HALF_ELEMENTWISE", kPaths, value);
 }
