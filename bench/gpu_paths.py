@@ -48,7 +48,8 @@ class Switch:
 
 SWITCHES = [
     Switch("w9_cudnn_rnn", "REEL_CUDNN_RNN", "layers", {"W9": "epoch_s"}),
-    Switch("w10_w11_bn_relu", "REEL_CUDA_BN_RELU", "separate", {"W10": "s_per_1000_images", "W11": "step_ms"}),
+    # fused is the default since the H200's runs of 2026-11-29 (W11 0.80, 0.74, 0.78 of separate)
+    Switch("w10_w11_bn_relu", "REEL_CUDA_BN_RELU", "fused", {"W10": "s_per_1000_images", "W11": "step_ms"}),
     Switch("w12_half_attention", "REEL_CUDA_HALF_ATTENTION", "staged", {"W12": "step_ms"}, torch_in_log=True),
     # W7's floor (read_floor_ms, the same program's copy probe) prints beside as a row of its own
     Switch("w7_channel_sums", "REEL_CUDA_CHANNEL_SUMS", "cub", {"W7": "bias_grad_ms"}),

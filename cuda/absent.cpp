@@ -12,7 +12,7 @@ constexpr const char* kReason = "no CUDA device: this build of reel has no CUDA 
   throw Error(fmt::format("{}: cuda:{}: {}", op, device, kReason));
 }
 bool g_allow_tf32 = false;  // kept so that allow_tf32() returns what was set
-CudnnRnn g_cudnn_rnn = CudnnRnn::stack;  // likewise: no cuDNN here, nothing reads it
+CudnnRnn g_cudnn_rnn = CudnnRnn::layers;  // likewise: no cuDNN here, nothing reads it
 BnReluPath g_bn_relu = BnReluPath::fused;  // likewise
 HalfAttentionPath g_half_attention = HalfAttentionPath::staged;  // likewise
 bool g_half_channels_last = false;                              // likewise

@@ -96,11 +96,11 @@ CudnnRnn cudnn_rnn();
 // optimizer step in a training loop (a forward whose weights did not change reuses them).
 uint64_t rnn_stack_packs();
 
-// batch_norm_relu on CUDA (and so nn::BatchNorm2d's relu form, DenseNet's norms): `separate`
-// (the default: batch norm's kernels, then a relu pass; backward a relu_backward pass, then
-// batch norm's backward) or `fused` (the relu inside the kernel that writes y, the mask
-// inside batch norm's backward sums and gx write, DenseNet's pieces read where they lie; not
-// yet measured, docs/cuda.md, "Switches"). REEL_CUDA_BN_RELU=separate|fused chooses it at
+// batch_norm_relu on CUDA (and so nn::BatchNorm2d's relu form, DenseNet's norms): `fused`
+// (the default since the H200 measured W11 at 0.74-0.80 of separate: the relu inside the kernel
+// that writes y, the mask inside batch norm's backward sums and gx write, DenseNet's pieces
+// read where they lie; docs/cuda.md, "Switches") or `separate` (batch norm's kernels, then a
+// relu pass; backward a relu_backward pass, then batch norm's backward). REEL_CUDA_BN_RELU=separate|fused chooses it at
 // the first batch_norm_relu on a GPU; set_bn_relu_path() overrides that from then on (tests
 // run both paths in one process). bn_relu_path() throws Error when REEL_CUDA_BN_RELU holds
 // another value.

@@ -260,12 +260,12 @@ note "PASS    gpu ($(nvidia-smi -L | head -1))"
 rows=(env REEL_CUDA_ATTENTION=rows)
 rows64=(env REEL_CUDA_ATTENTION_ROWS=64)  # the tiles with 64 rows a block whatever the shape
 vector=(env REEL_CUDA_ATTENTION=vector)   # the tiles with 16-byte shared reads (not yet measured)
-# the other side of each switch: the path that is not the default (the H200 made stack, fused and
-# warps the defaults on 2026-11-29; their arrays name the replaced paths, kept and tested)
-stack=(env REEL_CUDNN_RNN=layers)         # one cuDNN call per layer (the stack is the default)
+# the other side of each switch: the path that is not the default (the H200 made fused the
+# default on 2026-11-29: bnrelu names the replaced separate path, kept and tested)
+stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (layers is the default)
 bnrelu=(env REEL_CUDA_BN_RELU=separate)   # batch norm, then a relu pass (fused is the default)
 half=(env REEL_CUDA_HALF_ATTENTION=cudnn)  # cuDNN's fused f16/bf16 attention (staged is the default)
-chsums=(env REEL_CUDA_CHANNEL_SUMS=cub)     # per-channel sums through CUB (a warp a run is the default)
+chsums=(env REEL_CUDA_CHANNEL_SUMS=warps)   # per-channel sums a warp a run (cub is the default)
 nhwc=(env REEL_CUDA_CHANNELS_LAST=on)        # f16/bf16 activations NHWC (not yet measured)
 halfnorm=(env REEL_CUDA_CHANNELS_LAST=on REEL_CUDA_HALF_NORM=cudnn)  # their batch norms through cuDNN (likewise)
 nhwc_tests="[autocast],[channels_last],[conv],[pool],[norm],[bias]"

@@ -3,7 +3,7 @@
 // values out, no CUDA header, so that reel_tests checks each rule in every build
 // (test/test_cuda_rules.cpp).
 //
-// separate (the default): Backend's composed path, unchanged: the pieces joined into one
+// separate: Backend's composed path (the default until the H200 measured fused, 2026-11-29): the pieces joined into one
 //   tensor, batch norm's kernels, then a relu pass over y; backward a relu_backward pass
 //   writing g (y > 0) into a new tensor, then batch norm's backward over it and x (joined
 //   again), each piece's gradient copied out of the joined one.
@@ -30,7 +30,7 @@
 
 namespace reel::cuda::bn_relu {
 
-// ---- REEL_CUDA_BN_RELU: "separate" (the default) or "fused"
+// ---- REEL_CUDA_BN_RELU: "fused" (the default) or "separate"
 enum class Path { separate, fused, invalid };
 inline constexpr Choice<Path> kPaths[] = {{"separate", Path::separate}, {"fused", Path::fused}};
 inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::fused, Path::invalid); }

@@ -73,7 +73,7 @@ inline void order_by_strides(int n, int operands, StrideOf&& stride_of, int* per
 enum class ChannelSums { cub, warps, invalid };
 inline constexpr Choice<ChannelSums> kChannelSums[] = {{"cub", ChannelSums::cub}, {"warps", ChannelSums::warps}};
 inline ChannelSums channel_sums_from_env(const char* value) {
-  return parse_choice(value, kChannelSums, ChannelSums::warps, ChannelSums::invalid);
+  return parse_choice(value, kChannelSums, ChannelSums::cub, ChannelSums::invalid);
 }
 inline std::string channel_sums_message(const char* value) {
   return choice_message("reduce", "REEL_CUDA_CHANNEL_SUMS", kChannelSums, value);

@@ -24,7 +24,7 @@ namespace reel::cuda::rnn_stack {
 // composed by autograd/ops_rnn.cpp) or "stack" (one call for every layer and direction)
 enum class Path { layers, stack, invalid };
 inline constexpr Choice<Path> kPaths[] = {{"layers", Path::layers}, {"stack", Path::stack}};
-inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::stack, Path::invalid); }
+inline Path path_from_env(const char* value) { return parse_choice(value, kPaths, Path::layers, Path::invalid); }
 inline std::string invalid_path_message(const char* value) {
   return choice_message("rnn", "REEL_CUDNN_RNN", kPaths, value);
 }

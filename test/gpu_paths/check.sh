@@ -35,7 +35,7 @@ row() {
 echo "==== the fixture"
 run "$here/logs" 0
 line "  verdict: REEL_CUDNN_RNN=stack wins (0.80 of the default on W9 epoch_s)"
-line "  verdict: REEL_CUDA_BN_RELU: default stays (fused: 0.90 of the default on W11 step_ms but 1.05 on W10 s_per_1000_images)"
+line "  verdict: REEL_CUDA_BN_RELU: default stays (separate: 0.95 of the default on W10 s_per_1000_images but 1.11 on W11 step_ms)"
 line "  verdict: REEL_CUDA_HALF_ATTENTION: default stays (cudnn: 0.99 of the default on W12 step_ms)"
 line "  verdict: REEL_CUDA_ATTENTION=vector REEL_CUDA_ATTENTION_ROWS=32 wins (0.90 of the default on W12 sdpa_T4096_ms)"
 # W7: the warps path wins although the program's own floor probe read 5% slower in its run
@@ -44,10 +44,10 @@ row "W7 bias_grad_ms" 0.0195 0.009 0.46 - - - -
 # W9's PyTorch from bench.jsonl's float32 record (0.85), not its amp-bf16 one (0.5)
 row "W9 epoch_s" 2.47 1.976 0.80 0.85 "2.91 NO" "2.32 NO" "<= 0.8"
 # W11 has no PyTorch number; its peak memory has no target
-row "W11 step_ms" 42.6 38.34 0.90 - - - "<= 0.8"
-row "W11 peak_rss_mb" 1387 1390 1.00 - - - -
+row "W11 step_ms" 38.34 42.6 1.11 - - - "<= 0.8"
+row "W11 peak_rss_mb" 1390 1387 1.00 - - - -
 # the cut W10 batch_ms line of the fused path: skipped and said, its cells empty
-row "W10 batch_ms" 98.3 - - 88.8 "1.11 NO" - "<= 0.8"
+row "W10 batch_ms" - 98.3 - 88.8 - "1.11 NO" "<= 0.8"
 line "  skipped a malformed line: 'W10  reel      cuda:0 batch_ms               median     103.'"
 line "  bench.jsonl: skipped 1 unreadable line"
 # W12 under bf16 autocast against PyTorch from its own log (14), not bench.jsonl's float32 (14.07)
