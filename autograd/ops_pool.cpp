@@ -172,13 +172,10 @@ Tensor avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape, const PoolPar
   return gx;
 }
 
-// gx = g / window size spread over each window; dg = adaptive_avg_pool2d(gg). `channels_last`:
-// x was channels-last on a backend keeping it so, and gx is too, so that the backward of the
-// layers before (a CNN's head: the global pool) stays in their layout
-Tensor adaptive_avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape, bool channels_last) {
+// gx = g / window size spread over each window; dg = adaptive_avg_pool2d(gg)
+Tensor adaptive_avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape) {
   OpScope op("adaptive_avg_pool2d_backward", {});
-  Tensor gx = new_tensor(x_shape, g.dtype(), g.device(),
-                         channels_last ? channels_last_strides(x_shape) : contiguous_strides(x_shape));
+  Tensor gx = new_tensor(x_shape, g.dtype(), g.device());
   if (gx.numel()) backend_of(gx).adaptive_avg_pool2d_backward(gx, g);
   record(op, [](Node& n, const Grads& gg, Grads& gi) {
     gi[0] = adaptive_avg_pool2d(gg[0], n.input_shape(0)[2], n.input_shape(0)[3]);
@@ -249,14 +246,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w, Site s
     fail(op.op, fmt::format("expected an input of at least 1x1 pixels, got {}", x.shape().str()), op.site);
   Tensor y = new_tensor({x.size(0), x.size(1), out_h, out_w}, x.dtype(), x.device());
   if (y.numel()) backend_of(x).adaptive_avg_pool2d_forward(y, x);
-  const bool cl = backend_of(x).channels_last(x.dtype()) && is_channels_last(x.shape(), x.strides());
-  BackwardFn plain = [](Node& n, const Grads& g, Grads& gi) {
-    gi[0] = adaptive_avg_pool2d_input_grad(g[0], n.input_shape(0), false);
-  };
-  BackwardFn laid = [](Node& n, const Grads& g, Grads& gi) {
-    gi[0] = adaptive_avg_pool2d_input_grad(g[0], n.input_shape(0), true);
-  };
-  record(op, cl ? laid : plain, {&x}, {&y});
+  record(op, [](Node& n, const Grads& g, Grads& gi) { gi[0] = adaptive_avg_pool2d_input_grad(g[0], n.input_shape(0)); },
+         {&x}, {&y});
   return y;
 }
 

@@ -59,18 +59,9 @@ struct State {
 };
 
 State& state_of(Context& c, const char* op) {
-  static std::mutex mu;
-  static std::map<int, State*> states;
-  std::lock_guard<std::mutex> lock(mu);
-  State*& s = states[c.device];
-  if (!s) {
-    forbid_in_capture(c, op, "would create cuDNN's attention handle (the first f16/bf16 attention on this device); "
+  return dnn_state_of<State>(c, op,
+                             "would create cuDNN's attention handle (the first f16/bf16 attention on this device); "
                              "run the step once before capturing it (the warm-up rule of cuda::Graph)");
-    auto* fresh = new State();
-    fresh->handle = create_dnn_handle(c, op);
-    s = fresh;
-  }
-  return *s;
 }
 
 fe::DataType_t io_type(DType t) { return t == DType::f16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16; }

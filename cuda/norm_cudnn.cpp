@@ -42,24 +42,15 @@ bool ran(cudnnStatus_t st, uint32_t bit, const char* op, const char* what) {
 }
 
 // A device's cuDNN handle for batch norm, on its stream; used under `mu` (a handle is not for
-// two threads at once). Made at the device's first such norm, kept to the process's end.
+// two threads at once)
 struct State {
   std::mutex mu;
   cudnnHandle_t handle = nullptr;
 };
 State& state_of(Context& c, const char* op) {
-  static std::mutex mu;
-  static std::map<int, State*> states;
-  std::lock_guard<std::mutex> lock(mu);
-  State*& s = states[c.device];
-  if (!s) {
-    forbid_in_capture(c, op, "would create cuDNN's batch norm handle (the first half batch norm on this device); run "
+  return dnn_state_of<State>(c, op,
+                             "would create cuDNN's batch norm handle (the first half batch norm on this device); run "
                              "the step once before capturing it (the warm-up rule of cuda::Graph)");
-    auto* fresh = new State();
-    fresh->handle = create_dnn_handle(c, op);
-    s = fresh;
-  }
-  return *s;
 }
 
 // x's NHWC descriptor and the per-channel one cuDNN derives from it (float for half x)

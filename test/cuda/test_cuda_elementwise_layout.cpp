@@ -41,31 +41,6 @@ Tensor empty_plain(const Dims& s, DType d) {
   return t;
 }
 
-// t on the CPU: an NHWC tensor through its contiguous NHWC view (a plain device-to-host copy)
-Tensor host(const Tensor& t) {
-  if (t.dim() == 4 && !t.is_contiguous() && t.permute({0, 2, 3, 1}).is_contiguous())
-    return t.permute({0, 2, 3, 1}).cpu().permute({0, 3, 1, 2});
-  REQUIRE(t.is_contiguous());
-  return t.cpu();
-}
-
-// "" when a and b hold the same bits element for element (any layouts), else the first difference
-std::string same_bits(const Tensor& a, const Tensor& b) {
-  if (!(a.shape() == b.shape())) return "shapes differ: " + a.shape().str() + " vs " + b.shape().str();
-  if (a.dtype() != b.dtype())
-    return std::string("dtypes differ: ") + dtype_name(a.dtype()) + " vs " + dtype_name(b.dtype());
-  const Tensor x = host(a).contiguous(), y = host(b).contiguous();
-  const size_t es = dtype_size(a.dtype());
-  const auto* p = static_cast<const unsigned char*>(x.data_ptr());
-  const auto* q = static_cast<const unsigned char*>(y.data_ptr());
-  for (int64_t i = 0; i < x.numel(); ++i)
-    if (std::memcmp(p + i * es, q + i * es, es) != 0) {
-      const std::vector<double> u = x.to_vector<double>(), v = y.to_vector<double>();
-      return "element " + std::to_string(i) + " (row-major) of " + a.shape().str() + ": " +
-             std::to_string(u[size_t(i)]) + " vs " + std::to_string(v[size_t(i)]) + " (reference)";
-    }
-  return "";
-}
 
 // Odd sizes: 3 channels (a transposing copy too narrow to tile), 17 (partial tiles), 64;
 // one pixel (NCHW and NHWC the same memory), one image, a 1 x W row

@@ -64,23 +64,6 @@ Tensor laid(const Tensor& src, L l) {
   return t;
 }
 
-// "" when a and b hold the same bits element for element (any layouts), else the first difference
-std::string same_bits(const Tensor& a, const Tensor& b) {
-  if (!(a.shape() == b.shape())) return "shapes differ: " + a.shape().str() + " vs " + b.shape().str();
-  if (a.dtype() != b.dtype())
-    return std::string("dtypes differ: ") + dtype_name(a.dtype()) + " vs " + dtype_name(b.dtype());
-  const Tensor x = a.contiguous().cpu().contiguous(), y = b.contiguous().cpu().contiguous();
-  const size_t es = dtype_size(a.dtype());
-  const auto* p = static_cast<const unsigned char*>(x.data_ptr());
-  const auto* q = static_cast<const unsigned char*>(y.data_ptr());
-  for (int64_t i = 0; i < x.numel(); ++i)
-    if (std::memcmp(p + i * es, q + i * es, es) != 0) {
-      const std::vector<double> u = x.to_vector<double>(), v = y.to_vector<double>();
-      return "element " + std::to_string(i) + " (row-major) of " + a.shape().str() + ": " +
-             std::to_string(u[size_t(i)]) + " vs " + std::to_string(v[size_t(i)]) + " (reference)";
-    }
-  return "";
-}
 
 // [N, C, H, W] values on the GPU in dtype d: small integers (ties inside windows, so
 // which maximum wins is checked), normal values (sums whose rounding depends on their
