@@ -222,7 +222,9 @@ void parallel_memcpy(void* dst, const void* src, size_t bytes) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  const size_t step = (bytes / size_t(parts) + 63) / 64 * 64;
+  // ceil(bytes / parts), then up to a cache line: the parts must cover every byte, also when bytes / parts
+  // rounds down to a multiple of 64 (it did: the last bytes of 2^24 + 8 went uncopied on 16 threads)
+  const size_t step = ((bytes + size_t(parts) - 1) / size_t(parts) + 63) / 64 * 64;
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
 #pragma omp parallel for schedule(static) num_threads(parts)

@@ -101,6 +101,27 @@ TEST_CASE("copy_ of a large tensor on all threads, onto itself, and between over
   CHECK(same_bits(w.narrow(0, 0, kLarge - 3), old.narrow(0, 3, kLarge - 3)));
 }
 
+TEST_CASE("a large copy covers every byte whatever share of it each thread takes", "[inplace_kernels]") {
+  // The parts were bytes / threads rounded up to 64: when that quotient was already a multiple of
+  // 64 the last bytes % threads stayed uncopied (a 2^24 + 8 byte index on 16 threads, seen on a GPU).
+  const int before = num_threads();
+  const bool follow = threads_follow_load();
+  for (int threads : {2, 3, 4, 7, 16}) {
+    set_num_threads(threads);
+    for (int64_t tail : {1, 8, 63}) {
+      const int64_t n = threads * (int64_t(1) << 20) + tail;
+      INFO(threads << " threads, " << n << " bytes");
+      Tensor src = full({n}, 3.0, {.dtype = DType::u8}), dst = zeros({n}, {.dtype = DType::u8});
+      dst.copy_(src);
+      CHECK(dst.slice(0, n - tail, n).to(DType::i64).sum().item<int64_t>() == 3 * tail);
+      CHECK(same_bits(dst, src));
+      CHECK(same_bits(src.clone(), src));
+    }
+  }
+  set_num_threads(before);
+  set_threads_follow_load(follow);
+}
+
 TEST_CASE("a += a and a *= s where the output is the input", "[inplace_kernels]") {
   manual_seed(6);
   Tensor a = randn({kLarge});
