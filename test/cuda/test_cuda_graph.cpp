@@ -195,3 +195,25 @@ TEST_CASE("memcheck's view of graph allocations that reuse an address", "[cuda][
   g.replay();
   CHECK(out.cpu().item<float>() == 16 * 2 + 64 * 3);
 }
+
+// The other order, the one the reports describe: the kernel's buffer is the larger one, made,
+// written whole and freed first; a smaller allocation after it may take its address. Replayed
+// twice, as the flagged kernels were (the second replay reuses the graph's memory).
+TEST_CASE("memcheck's view of a large graph allocation whose address a smaller one takes next",
+          "[cuda][graph][.probe]") {
+  Tensor x = ones({64}).cuda(), out = zeros({1}).cuda();
+  (void)(x * 2).sum().item<float>();
+  cuda::Graph g;
+  g.capture([&] {
+    {
+      Tensor large = x * 3;  // 256 bytes, written whole, freed inside the capture
+      out.copy_(large.sum().reshape({1}));
+    }
+    Tensor small = x.slice(0, 0, 16) * 2;  // 64 bytes
+    out.add_(small.sum().reshape({1}));
+  });
+  for (int i = 0; i < 2; ++i) {
+    g.replay();
+    CHECK(out.cpu().item<float>() == 64 * 3 + 16 * 2);
+  }
+}
