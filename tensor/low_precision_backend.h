@@ -30,21 +30,28 @@ inline bool any_low(const std::vector<Tensor>& ts) {
   return false;
 }
 
+// How a Stage lays out its twins. `contiguous`: row-major, what every kernel takes.
+// `as_source`: a twin of a tensor that is dense in another order than row-major (NHWC
+// activations: the channels-last halves of autocast) has that tensor's strides, so that
+// making it and writing it back are flat conversions instead of transposes each way; for
+// the elementwise kernels alone, which walk any strides in the output's memory order.
+enum class Twins { contiguous, as_source };
+
 // The f32 twins of one call's f16/bf16 tensors; finish() rounds the written ones back.
 class Stage {
  public:
-  explicit Stage(Backend& inner) : inner_(inner) {}
+  explicit Stage(Backend& inner, Twins twins = Twins::contiguous) : inner_(inner), twins_(twins) {}
   // a read-only argument
   Tensor in(const Tensor& t) {
     if (!low(t)) return t;
-    Tensor c = empty(t.shape(), {.dtype = DType::f32, .device = t.device()});
+    Tensor c = twin(t);
     if (c.numel()) inner_.copy(c, t);
     return c;
   }
   // a written argument (read too when `read`: in-place updates)
   Tensor out(const Tensor& t, bool read = false) {
     if (!low(t)) return t;
-    Tensor c = read ? in(t) : empty(t.shape(), {.dtype = DType::f32, .device = t.device()});
+    Tensor c = read ? in(t) : twin(t);
     back_.push_back({t, c});
     return c;
   }
@@ -81,7 +88,15 @@ class Stage {
   }
 
  private:
+  Tensor twin(const Tensor& t) const {
+    if (twins_ == Twins::as_source && !t.is_contiguous() && dense_strides(t.shape(), t.strides())) {
+      Tensor flat = empty({t.numel()}, {.dtype = DType::f32, .device = t.device()});
+      return storage_view(flat, t.shape(), t.strides(), 0);
+    }
+    return empty(t.shape(), {.dtype = DType::f32, .device = t.device()});
+  }
   Backend& inner_;
+  Twins twins_;
   std::deque<std::pair<Tensor, Tensor>> back_;
 };
 
@@ -104,33 +119,33 @@ class LowPrecisionBackend : public Backend {
   void unary(UnaryOp op, const Tensor& out, const Tensor& x, double a, double b) override {
     if (!low_precision::any_low(out, x)) return k.unary(op, out, x, a, b);
     if (native_unary(op, out, x, a, b)) return;
-    Stage s(k);
+    Stage s(k, low_precision::Twins::as_source);
     k.unary(op, s.out(out), s.in(x), a, b);
     s.finish();
   }
   void unary_backward(UnaryOp op, const Tensor& out, const Tensor& g, const Tensor& x, double a,
                       double b) override {
     if (!low_precision::any_low(out, g, x)) return k.unary_backward(op, out, g, x, a, b);
-    Stage s(k);
+    Stage s(k, low_precision::Twins::as_source);
     k.unary_backward(op, s.out(out), s.in(g), s.in(x), a, b);
     s.finish();
   }
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override {
     if (!low_precision::any_low(out, a, b)) return k.binary(op, out, a, b);
     if (native_binary(op, out, a, b)) return;
-    Stage s(k);
+    Stage s(k, low_precision::Twins::as_source);
     k.binary(op, s.out(out), s.in(a), s.in(b));
     s.finish();
   }
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override {
     if (!low_precision::any_low(out, a, b)) return k.where(out, cond, a, b);
-    Stage s(k);
+    Stage s(k, low_precision::Twins::as_source);
     k.where(s.out(out), cond, s.in(a), s.in(b));
     s.finish();
   }
   void axpy(const Tensor& out, const Tensor& x, double alpha) override {
     if (!low_precision::any_low(out, x)) return k.axpy(out, x, alpha);
-    Stage s(k);
+    Stage s(k, low_precision::Twins::as_source);
     k.axpy(s.out(out, true), s.in(x), alpha);
     s.finish();
   }

@@ -7,6 +7,7 @@
 // comparisons hold.
 #include <cmath>
 
+#include "../tensor/low_precision_backend.h"
 #include "channels_last_check.h"
 #include "gradcheck.h"
 
@@ -116,6 +117,43 @@ TEST_CASE("elementwise ops on channels-last bf16 give the plain path's bits; dro
   relu(a).backward(q);
   relu(b).backward(qc);
   CHECK(same_values(a.grad(), b.grad()));
+}
+
+TEST_CASE("staged f32 twins of channels-last halves keep their layout for the elementwise kernels",
+          "[channels_last][bf16]") {
+  manual_seed(7);
+  Tensor p = to_channels_last(randn({2, 16, 5, 7}).to(DType::bf16)), q = to_channels_last(randn({2, 16, 5, 7}).to(DType::bf16));
+  Tensor pc = p.contiguous(), qc = q.contiguous();
+  Backend& cpu = backend_for(kCPU);
+  {
+    low_precision::Stage keep(cpu, low_precision::Twins::as_source), plain(cpu);
+    Tensor kt = keep.in(p), pt = plain.in(p);
+    CHECK(kt.dtype() == DType::f32);
+    CHECK(kt.strides() == p.strides());                    // NHWC twin: a flat conversion
+    CHECK(pt.is_contiguous());                             // the default: row-major
+    CHECK(keep.in(pc).is_contiguous());                    // row-major sources stay so
+    Tensor sliced = p.slice(1, 0, 8);                      // not dense: a row-major twin
+    CHECK(keep.in(sliced).is_contiguous());
+    CHECK(same_values(kt, pt));
+    CHECK(same_values(keep.in(sliced), sliced));
+    Tensor w = to_channels_last(zeros({2, 16, 5, 7}).to(DType::bf16));
+    Tensor wt = keep.out(w);
+    CHECK(wt.strides() == w.strides());
+    cpu.copy(wt, kt);
+    keep.finish();                                         // rounds the twin back into w
+    CHECK(same_values(w, p));
+  }
+  // the staged elementwise calls on channels-last operands give the row-major bits
+  CHECK(same_values(where(gt(p, q), p, q), where(gt(pc, qc), pc, qc)));
+  CHECK(same_values(sigmoid(p), sigmoid(pc)));
+  Tensor a = p.clone(), b = pc.clone();
+  a.add_(q, 0.5);
+  b.add_(qc, 0.5);
+  CHECK(same_values(a, b));
+  Tensor ga = p.detach().requires_grad_(), gb = pc.detach().requires_grad_();
+  tanh(ga).backward(q);
+  tanh(gb).backward(qc);
+  CHECK(same_values(ga.grad(), gb.grad()));
 }
 
 TEST_CASE("a VGG block under bf16 autocast keeps its activations channels-last and the plain block's bits",
