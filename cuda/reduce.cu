@@ -34,10 +34,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include "internal/allocator.h"
 #include "internal/env_switch.h"
+#include "internal/graph.h"
 #include "internal/launch_geometry.h"
 #include "internal/arg_reduce.h"
 #include "elementwise.cuh"
@@ -310,6 +313,89 @@ __global__ void __launch_bounds__(kThreads) run_sums(const T* x, T* partial, int
   }
 }
 
+// Both stages in one launch with REEL_CUDA_CHANNEL_SUMS=onepass: block (j, s) sums runs
+// [s per, min((s + 1) per, n)) of channel j (run r at x + (r c + j) l) into partial[j splits + s];
+// the block that finishes a channel's last split (counters[j], which it resets to 0 for the next
+// call) adds that channel's partials in split order and writes out[j]. The sums' order is fixed
+// by the grid alone, so the result is deterministic. Memory-bound: x read once in 16-byte loads
+// where every run starts on 16 bytes; C splits partials and C counters beside it.
+template <typename T, typename Out, typename R>
+__global__ void __launch_bounds__(kThreads)
+    channel_sums_onepass(const T* x, T* partial, unsigned* counters, Out* out, int64_t n, int64_t c, int64_t l,
+                         int64_t per, int64_t ostride, int64_t count, bool vec) {
+  using V = std::conditional_t<std::is_same_v<T, float>, float4, double2>;
+  constexpr int kPer = int(sizeof(V) / sizeof(T));
+  const int64_t j = blockIdx.x, splits = gridDim.y, s = blockIdx.y;
+  const int64_t first = s * per, last = min(n, first + per);
+  T acc[4] = {T(0), T(0), T(0), T(0)};
+  for (int64_t r = first; r < last; ++r) {
+    const T* p = x + (r * c + j) * l;
+    int64_t done = 0;
+    if (vec) {
+      const V* pv = reinterpret_cast<const V*>(p);
+      const int64_t nv = l / kPer;
+#pragma unroll 4
+      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+        const V v = pv[i];
+        if constexpr (kPer == 4) {
+          acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+        } else {
+          acc[0] += v.x, acc[1] += v.y;
+        }
+      }
+      done = nv * kPer;
+    }
+    for (int64_t i = done + threadIdx.x; i < l; i += blockDim.x) acc[(i / blockDim.x) % 4] += p[i];
+  }
+  T sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
+  __shared__ T warp_sums[kThreads / 32];
+  __shared__ bool finishes;
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  if (lane == 0) warp_sums[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    T block = warp_sums[0];
+    for (int w = 1; w < int(blockDim.x / 32); ++w) block += warp_sums[w];
+    partial[j * splits + s] = block;
+    __threadfence();  // the partial is visible to every block before the count says so
+    finishes = atomicAdd(&counters[j], 1u) == unsigned(splits - 1);
+  }
+  __syncthreads();
+  if (!finishes || warp != 0) return;
+  __threadfence();
+  typename R::Acc total = R::identity();
+  for (int64_t k = lane; k < splits; k += 32) total = R::combine(total, R::load(__ldcg(partial + j * splits + k), k));
+  for (int o = 16; o > 0; o /= 2) total = R::combine(total, __shfl_down_sync(0xffffffffu, total, o));
+  if (lane == 0) {
+    out[j * ostride] = R::template finish<Out>(total, count);
+    counters[j] = 0u;
+  }
+}
+
+// channel_sums_onepass' counters on each device: zero between calls (each call's finishing
+// blocks reset theirs). Grown, never freed: a captured graph may still name an old buffer.
+unsigned* onepass_counters(Context& ctx, int64_t c) {
+  struct Counters {
+    unsigned* p = nullptr;
+    int64_t slots = 0;
+  };
+  static std::mutex mu;
+  static std::map<int, Counters> by_device;
+  std::lock_guard<std::mutex> lock(mu);
+  Counters& k = by_device[ctx.device];
+  if (k.slots < c) {
+    forbid_in_capture(ctx, "reduce", "would allocate the per-channel counters of REEL_CUDA_CHANNEL_SUMS=onepass "
+                                     "(a first sum of this many channels); run the step once before capturing it "
+                                     "(the warm-up rule of cuda::Graph)");
+    const int64_t slots = std::max<int64_t>(c, 1024);
+    auto* p = static_cast<unsigned*>(device_alloc(ctx, size_t(slots) * sizeof(unsigned)));
+    check(cudaMemsetAsync(p, 0, size_t(slots) * sizeof(unsigned), ctx.stream), "reduce", "cudaMemsetAsync");
+    k = {p, slots};
+  }
+  return k.p;
+}
+
 EnvSwitch<geometry::ChannelSums> g_channel_sums("REEL_CUDA_CHANNEL_SUMS", geometry::channel_sums_from_env,
                                                 geometry::channel_sums_message, geometry::ChannelSums::invalid);
 
@@ -317,6 +403,18 @@ template <typename T, typename Out, typename R>
 void channel_sums(Context& ctx, const T* x, Out* out, const Split& s, int64_t n, int64_t c, int64_t l) {
   int64_t runs = n * c;
   DeviceBuffer partial(ctx, size_t(runs) * sizeof(T));
+  if (g_channel_sums.get() == geometry::ChannelSums::onepass) {
+    const geometry::OnepassGrid g =
+        geometry::channel_sums_onepass_grid(n, c, l, int64_t(sizeof(T)), ctx.sm_count, ctx.max_threads_per_sm);
+    if (c > geometry::kGridXMax) throw Error("reduce: " + std::to_string(c) + " channels are more than one launch covers");
+    DeviceBuffer parts(ctx, size_t(c * g.splits) * sizeof(T));
+    unsigned* counters = onepass_counters(ctx, c);
+    const bool vec = geometry::run_sums_vectorized(reinterpret_cast<uint64_t>(x), l, int64_t(sizeof(T)));
+    channel_sums_onepass<T, Out, R><<<dim3(unsigned(c), unsigned(g.splits), 1u), kThreads, 0, ctx.stream>>>(
+        x, parts.as<T>(), counters, out, n, c, l, g.per, s.kept.ostride[0], s.count, vec);
+    check_launch("reduce");
+    return;
+  }
   if (g_channel_sums.get() == geometry::ChannelSums::warps) {
     const int64_t blocks = geometry::run_sums_blocks(runs, ctx.sm_count, ctx.max_threads_per_sm);
     const bool vec = geometry::run_sums_vectorized(reinterpret_cast<uint64_t>(x), l, int64_t(sizeof(T)));

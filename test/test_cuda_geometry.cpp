@@ -332,6 +332,31 @@ TEST_CASE("the per-channel sums' warp-a-run kernel takes every run once, on a bo
   CHECK_FALSE(geo::run_sums_vectorized(0x1004, 1024, 4));  // a view one float into its storage
 }
 
+TEST_CASE("the one-pass per-channel sums split each channel's runs into blocks covering each run once",
+          "[cuda][geometry][reduce]") {
+  CHECK(geo::channel_sums_from_env("onepass") == geo::ChannelSums::onepass);
+  // W7 on an H200: 64 channels of 64 runs of 4 KiB; one wave is 132 x 8 blocks, and a block
+  // reads at least 16 KiB: 16 splits of 4 runs
+  const geo::OnepassGrid w7 = geo::channel_sums_onepass_grid(64, 64, 1024, 4, 132, 2048);
+  CHECK(w7.splits == 16);
+  CHECK(w7.per == 4);
+  for (int sms : {1, 108, 132})
+    for (int64_t n : {int64_t(1), int64_t(3), int64_t(64), int64_t(1000), int64_t(1) << 20, int64_t(1) << 33})
+      for (int64_t c : {int64_t(1), int64_t(3), int64_t(64), int64_t(4096), int64_t(1) << 20})
+        for (int64_t l : {int64_t(64), int64_t(1024), int64_t(50176)}) {
+          INFO(sms << " SMs, [" << n << ", " << c << ", " << l << "]");
+          const geo::OnepassGrid g = geo::channel_sums_onepass_grid(n, c, l, 4, sms, 2048);
+          CHECK(g.splits >= 1);
+          CHECK(g.splits <= 65535);  // gridDim.y
+          CHECK(g.per >= 1);
+          CHECK(g.splits * g.per >= n);          // every run in a split
+          CHECK((g.splits - 1) * g.per < n);     // no split without runs
+          if (n >= 2 * (geo::kOnepassMinBytes / (4 * l) + 1) && g.splits > 1)
+            CHECK(g.per * l * 4 >= geo::kOnepassMinBytes);  // no block with little to read where there is more
+          if (c >= int64_t(sms) * 8) CHECK(g.splits == 1);  // the channels alone fill a wave
+        }
+}
+
 namespace {
 // A reduction's dims as reduce.cu split them before they were ordered by x's strides: kept
 // dims in logical order, reduced ones merged in logical order.

@@ -70,8 +70,11 @@ inline void order_by_strides(int n, int operands, StrideOf&& stride_of, int* per
 // ---- per-channel sums of a contiguous [N, C, L] (a conv bias gradient; cuda/reduce.cu)
 // REEL_CUDA_CHANNEL_SUMS: "cub" (the default: CUB's segmented reduction over the N·C runs, a
 // block a run), "warps" (run_sums: a warp a run, 16-byte loads); anything else invalid.
-enum class ChannelSums { cub, warps, invalid };
-inline constexpr Choice<ChannelSums> kChannelSums[] = {{"cub", ChannelSums::cub}, {"warps", ChannelSums::warps}};
+// "onepass" (channel_sums_onepass: blocks of runs a channel, the last block of each channel
+// summing its partials, one launch).
+enum class ChannelSums { cub, warps, onepass, invalid };
+inline constexpr Choice<ChannelSums> kChannelSums[] = {
+    {"cub", ChannelSums::cub}, {"warps", ChannelSums::warps}, {"onepass", ChannelSums::onepass}};
 inline ChannelSums channel_sums_from_env(const char* value) {
   return parse_choice(value, kChannelSums, ChannelSums::cub, ChannelSums::invalid);
 }
@@ -85,6 +88,27 @@ inline int64_t run_sums_blocks(int64_t runs, int sm_count, int max_threads_per_s
   const int64_t blocks = (runs + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int64_t cap = int64_t(sm_count) * std::max(1, max_threads_per_sm / kBlockThreads) * 2;
   return std::max<int64_t>(1, std::min(blocks, cap));
+}
+// channel_sums_onepass' grid: C x splits blocks, block (j, s) summing runs [s per, (s + 1) per)
+// of channel j. Enough splits for one wave of resident blocks over the C channels, but none
+// with under kOnepassMinBytes to read (four 16-byte loads a thread) where a channel has more,
+// and no more splits than runs or than gridDim.y allows; every run in exactly one split.
+constexpr int64_t kOnepassMinBytes = int64_t(16) << 10;
+struct OnepassGrid {
+  int64_t splits = 1, per = 1;
+};
+inline OnepassGrid channel_sums_onepass_grid(int64_t n, int64_t c, int64_t l, int64_t elem_size, int sm_count,
+                                             int max_threads_per_sm) {
+  const int64_t resident = int64_t(sm_count) * std::max(1, max_threads_per_sm / kBlockThreads);
+  const int64_t run_bytes = std::max<int64_t>(1, l * elem_size);
+  const int64_t min_runs = std::max<int64_t>(1, (kOnepassMinBytes + run_bytes - 1) / run_bytes);
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(n / min_runs, 65535));
+  const int64_t want = (resident + std::max<int64_t>(c, 1) - 1) / std::max<int64_t>(c, 1);
+  OnepassGrid g;
+  g.splits = std::clamp<int64_t>(want, 1, most);
+  g.per = (std::max<int64_t>(n, 1) + g.splits - 1) / g.splits;
+  g.splits = (std::max<int64_t>(n, 1) + g.per - 1) / g.per;  // no empty split
+  return g;
 }
 // Whether every run (l elements of elem_size bytes from a base address) starts on 16 bytes:
 // then a lane reads 16 bytes a load (float4, double2).
