@@ -17,6 +17,11 @@ w4_w10_w11_channels_last: the same bf16 autocast), else from the compare step's 
 precisions. The sdpa_rows_per_block step has no default path in its log (the geometry
 chooses the rows a block); the compare step's reel W12 rows are that default when present.
 
+Last, W9's GRU layer from the rnn_probe step (bench/gpu_rnn_probe.cpp and
+bench/reference/gru_probe_pytorch.py): forward + backward through cuDNN as reel calls it,
+as PyTorch calls it, in its fastest variant, then reel's path and PyTorch's; no verdict,
+there is no switch yet, only where the time goes (cuDNN's choice or reel's wrapper).
+
 Usage: python3 bench/gpu_paths.py LOGS_DIR
 Exit 0 whatever the logs hold (a summary must not fail a run); 2 when LOGS_DIR is missing.
 """
@@ -313,6 +318,66 @@ def report(switch, logs, compare, compare_bad):
     print("  verdict: " + verdict(switch, paths, setting))
 
 
+def probe_rows(path):
+    """rnn_probe.log's rows as {field: value}: cuDNN's timed and refused rows, reel's, PyTorch's."""
+    raw, refused, reel, torch = [], 0, [], None
+    with open(path, errors="replace") as f:
+        for line in f:
+            words = line.split()
+            if len(words) < 2 or words[0] != "rnn_probe":
+                continue
+            kv = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+            try:
+                if words[1].startswith("layout=") and "refused" in kv:
+                    refused += 1
+                elif words[1].startswith("layout="):
+                    kv["us"] = float(kv["total_us"])
+                    raw.append(kv)
+                elif words[1] == "reel":
+                    kv["us"] = float(kv["fwd_bwd_us"])
+                    reel.append(kv)
+                elif words[1] == "pytorch" and "fwd_bwd_us" in kv:
+                    torch = float(kv["fwd_bwd_us"])
+            except (KeyError, ValueError):  # a line cut by the step's limit
+                continue
+    return raw, refused, reel, torch
+
+
+def probe_report(logs):
+    path = os.path.join(logs, "rnn_probe.log")
+    print("---- W9's GRU layer, forward + backward (rnn_probe.log)")
+    if not os.path.isfile(path):
+        print("  no rnn_probe.log: the step did not run (or its budget was spent before it)")
+        return
+    raw, refused, reel, torch = probe_rows(path)
+
+    def variant(r):
+        return f"{r['layout']} {r['algo']} math={r['math']} padded_io={r['padded_io']}"
+
+    mine = next((r for r in raw if r.get("like") == "reel"), None)
+    base = mine["us"] if mine else None
+    fastest = min((r for r in raw if r.get("math") == "fma"), key=lambda r: r["us"], default=None)
+    rows = [("cuDNN as reel calls it", mine)]
+    rows += [("cuDNN as PyTorch calls it", next((r for r in raw if r.get("like") == "pytorch"), None))]
+    rows += [(f"cuDNN fastest, TF32 off: {variant(fastest)}", fastest)] if fastest else []
+    anymath = min(raw, key=lambda r: r["us"], default=None)
+    if anymath is not None and anymath is not fastest:
+        rows += [(f"cuDNN fastest, TF32 allowed: {variant(anymath)}", anymath)]
+    rows += [(f"reel {r.get('input', '?')} path={r.get('path', '?')}", r) for r in reel]
+    rows += [("PyTorch nn.GRU batch_first", {"us": torch} if torch is not None else None)]
+    print_table(["forward + backward", "us", "/cuDNN as reel calls it"],
+                [[label, fmt(r["us"] if r else None), ratio_text(ratio(r["us"], base) if r else None)]
+                 for label, r in rows])
+    print(f"  {len(raw)} cuDNN combinations timed, {refused} refused")
+    if mine and reel:  # W9's form: batch_first
+        own = next((r for r in reel if r.get("input") == "batch_first"), reel[0])["us"]
+        text = (f"  reading: reel's {own:.0f} us hold {base:.0f} us of cuDNN calls as reel makes them "
+                f"(the wrapper: {own - base:.0f} us)")
+        if fastest:
+            text += f"; the fastest TF32-off variant takes {fastest['us']:.0f} us ({variant(fastest)})"
+        print(text)
+
+
 def main(argv):
     if len(argv) != 2 or argv[1] in ("-h", "--help"):
         print("usage: gpu_paths.py LOGS_DIR", file=sys.stderr)
@@ -332,6 +397,10 @@ def main(argv):
             report(switch, logs, compare, compare_bad)
         except Exception as e:  # one unreadable log must not hide the others' tables
             print(f"  {switch.log}.log: no table ({type(e).__name__}: {e})")
+    try:
+        probe_report(logs)
+    except Exception as e:  # likewise
+        print(f"  rnn_probe.log: no table ({type(e).__name__}: {e})")
     return 0
 
 

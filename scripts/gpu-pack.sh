@@ -4,7 +4,7 @@
 # (scripts/gpu-run.sh, copied in as run.sh) needs on a bare GPU machine (Ubuntu 24.04,
 # CUDA 13 driver, PyTorch's pip CUDA libraries, no apt, no network):
 #   PACK/run.sh               step 2: `bash PACK/run.sh` there (in the repository root)
-#   PACK/bin.tar.xz           libreel, reel_cuda_tests, the bench_w* programs, the samples
+#   PACK/bin.tar.xz           libreel, reel_cuda_tests, the bench_w* programs and bench_gpu_* probes, the samples
 #                             train_fashion_mnist, train_gpt and bench_mlp_vs_conv1x1, stripped (build-tree layout:
 #                             bench/compare.py --build reads it as it is)
 #   PACK/debs/                the runtime packages that machine lacks: libdnnl2, libfmt9,
@@ -44,7 +44,9 @@ scripts/fetch-cudnn-frontend.sh
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREEL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" \
   -DREEL_WERROR=ON -DREEL_DIST=OFF -DREEL_ONNX=OFF -DREEL_BUILD_TESTS=ON -DREEL_BUILD_BENCH=ON \
   -DREEL_BUILD_SAMPLES=ON -DREEL_BENCH_LIBTORCH=OFF
-mapfile -t benches < <(ninja -C "$build" -t targets all | sed -n 's/^\(bench_w[0-9a-z_]*\): phony$/\1/p' | sort -u)
+# the workloads (bench_w*) and the GPU probes (bench_gpu_*: bench/gpu_rnn_probe.cpp)
+mapfile -t benches < <(ninja -C "$build" -t targets all | sed -n 's/^\(bench_\(w\|gpu_\)[0-9a-z_]*\): phony$/\1/p' |
+  sort -u)
 targets=(reel reel_cuda_tests train_fashion_mnist train_gpt bench_mlp_vs_conv1x1 "${benches[@]}")
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 

@@ -59,6 +59,10 @@
 #   w4_w10_w11_channels_last  W4, W10 and W11 under --amp bf16: NCHW (the default), the
 #               half elementwise kernels alone, NHWC, NHWC with cuDNN's batch norm and the half
 #               elementwise kernels; then PyTorch eager under the same autocast
+#   rnn_probe   W9's GRU layer alone: cuDNN called directly in each layout, algorithm, math type
+#               and padded-IO flag, reel's path (bench/gpu_rnn_probe.cpp), then PyTorch's and its
+#               top kernels (bench/reference/gru_probe_pytorch.py): is cuDNN slow for reel's
+#               descriptors, or reel's wrapper around it?
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
 #   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
@@ -135,6 +139,8 @@ finish() {
     [[ -s "$logs/bench_table.txt" ]] && { echo "---- benchmarks"; cat "$logs/bench_table.txt"; }
     [[ -s "$logs/w9_cudnn_rnn.log" ]] && { echo "---- W9, REEL_CUDNN_RNN=layers then stack";
       grep -E "^REEL_CUDNN_RNN|^W9 |packings" "$logs/w9_cudnn_rnn.log"; }
+    [[ -s "$logs/rnn_probe.log" ]] && { echo "---- W9's GRU layer: cuDNN variants, reel, PyTorch";
+      grep -E "^rnn_probe" "$logs/rnn_probe.log"; }
     [[ -s "$logs/w10_w11_bn_relu.log" ]] && { echo "---- W10, W11, REEL_CUDA_BN_RELU=separate then fused";
       grep -E "^REEL_CUDA_BN_RELU|^W1[01] " "$logs/w10_w11_bn_relu.log"; }
     [[ -s "$logs/w12_half_attention.log" ]] && {
@@ -400,6 +406,17 @@ step sample_gpt 45 "$samples/train_gpt" --small --device cuda --steps 200 --eval
 fi
 fi
 
+# W9's GRU layer alone, first (seconds, and it answers W9's gap): cuDNN's variants called
+# directly and reel's path, then PyTorch's. The probe has its own limit so that PyTorch's
+# rows come whatever it takes (cudnnBuildRNNDynamic compiles at run time); not pass/fail
+# beyond running
+rnn_probe() {
+  local rc=0
+  timeout -k 5 25 "$work/build/bench/bench_gpu_rnn_probe" || rc=1
+  python3 "$root/bench/reference/gru_probe_pytorch.py" || rc=1
+  return $rc
+}
+step rnn_probe 45 rnn_probe
 # ---- reel against PyTorch eager on this GPU: W12 and SDPA with the row kernels first,
 # then the default paths (W12 with the tiles first) in the time left
 compare_args=(--device cuda --build "$work/build" --python python3 --rounds 1 --reps 1 --no-compile --no-torch-compile)

@@ -2,9 +2,10 @@
 # ctest gpu_paths: bench/gpu_paths.py, the summary's table of the GPU path switches, on
 # hand-written logs in gpu-run.sh's formats (logs/: a switch that wins, one held back by a
 # slower row, one whose rows include a rate (images_per_s: more is better), one not faster enough, two of four paths winning against the compare step's
-# default (the faster taken), a PyTorch number missing, a cut line in a log and in bench.jsonl), then on a
+# default (the faster taken), a PyTorch number missing, a cut line in a log and in bench.jsonl;
+# rnn_probe.log: W9's GRU layer, refused and cut rows among the timed ones), then on a
 # folder the way a failed run leaves it (a log missing, one without bench lines, one stopped
-# after its default path, no bench.jsonl), then on no folder. CPU only: the GPU writes the
+# after its default path, no bench.jsonl, no rnn_probe.log), then on no folder. CPU only: the GPU writes the
 # real logs, and this is what reads them on the way out of a rented machine.
 # Usage: check.sh
 set -uo pipefail
@@ -66,6 +67,16 @@ row "W4 step_ms" 12 11 9 8 0.92 0.75 0.67
 row "W4 step_ms" 10 "1.20 NO" "1.10 NO" "0.90 NO" "0.80 yes" "<= 0.8"
 row "W4 images_per_s" "1.067e\\+04" "1.164e\\+04" "1.422e\\+04" "1.6e\\+04" 1.09 1.33 1.50
 row "W10 s_per_1000_images" 0.35 "0.86 NO" "0.80 NO" "0.69 yes" "0.57 yes" "<= 0.8"
+# W9's GRU layer: cuDNN as reel and PyTorch call it, the fastest with TF32 off and allowed,
+# reel's rows against cuDNN's calls as reel makes them; refused rows counted, the cut one skipped
+row "cuDNN as reel calls it" 6000 1.00
+row "cuDNN as PyTorch calls it" 1500 0.25
+row "cuDNN fastest, TF32 off: batch_unpacked persist_static_small_h math=fma padded_io=on" 1400 0.23
+row "cuDNN fastest, TF32 allowed: seq_unpacked persist_static_small_h math=default padded_io=on" 1200 0.20
+row "reel batch_first path=layers" 6400 1.07
+row "PyTorch nn.GRU batch_first" 1650 0.28
+line "  5 cuDNN combinations timed, 3 refused"
+line "  reading: reel's 6400 us hold 6000 us of cuDNN calls as reel makes them (the wrapper: 400 us); the fastest TF32-off variant takes 1400 us (batch_unpacked persist_static_small_h math=fma padded_io=on)"
 
 echo "==== a failed run's folder"
 broken=$(mktemp -d)
@@ -83,6 +94,7 @@ row "W9 epoch_s" 2.47 1.976 0.80 - - - "<= 0.8"
 line "  w10_w11_bn_relu.log holds no benchmark lines under a REEL_... header: nothing to compare (its last line: 'bench_w10_resnet50: error while loading shared libraries: libcudnn.so.9: cannot open shared object file')"
 line "  REEL_CUDA_HALF_ATTENTION=cudnn: no benchmark lines (the step stopped there? the log's last line: \"terminate called after throwing an instance of 'reel::Error'\")"
 line "  verdict: REEL_CUDA_HALF_ATTENTION: no verdict (no other path ran)"
+line "  no rnn_probe.log: the step did not run (or its budget was spent before it)"
 # no bench.jsonl: the rows a block against the log's first section, no PyTorch
 line "  verdict: REEL_CUDA_ATTENTION=vector REEL_CUDA_ATTENTION_ROWS=32 wins (0.91 of the default on W12 sdpa_T4096_ms)"
 rm "$broken/sdpa_rows_per_block.log"
