@@ -22,6 +22,7 @@
 #include "internal/backend.h"
 #include "internal/decide.h"
 #include "internal/graph.h"
+#include "internal/rnn_algo.h"
 #include "internal/rnn_handle.h"
 #include "cuda.h"
 
@@ -51,9 +52,14 @@ int to_int(int64_t v, const char* what) {
   return int(v);
 }
 
+EnvSwitch<rnn_algo::Path> g_rnn_algo("REEL_CUDA_RNN_ALGO", rnn_algo::path_from_env, rnn_algo::invalid_path_message,
+                                     rnn_algo::Path::invalid);
+
 RnnPlan& plan_for(Context& ctx, RnnState& st, const RnnParams& p, DType dtype) {
   bool tf32 = dtype == DType::f32 && allow_tf32();
-  std::vector<int64_t> key{int64_t(p.mode), p.T, p.B, p.I, p.H, p.bias, int64_t(dtype), tf32};
+  const bool small_h = g_rnn_algo.get() == rnn_algo::Path::small_h &&
+                       rnn_algo::small_h_serves(p.mode, p.H, dtype == DType::f32, ctx.cc_major);
+  std::vector<int64_t> key{int64_t(p.mode), p.T, p.B, p.I, p.H, p.bias, int64_t(dtype), tf32, small_h};
   auto it = st.plans.find(key);
   if (it != st.plans.end()) return it->second;
   forbid_in_capture(ctx, kOp, "would create cuDNN descriptors for a layer shape not seen before; run the step once "
@@ -61,12 +67,15 @@ RnnPlan& plan_for(Context& ctx, RnnState& st, const RnnParams& p, DType dtype) {
   RnnPlan pl;
   cudnnDataType_t type = rnn_data_type(dtype);
   check_dnn(cudnnCreateRNNDescriptor(&pl.rnn), kOp, "cudnnCreateRNNDescriptor");
-  check_dnn(cudnnSetRNNDescriptor_v8(pl.rnn, CUDNN_RNN_ALGO_STANDARD, rnn_cell(p.mode),
+  // every sequence of a call is T long, so the unpacked layout holds no padding either way;
+  // the small-h kernel wants padded I/O on, as PyTorch sets it for unpacked inputs
+  check_dnn(cudnnSetRNNDescriptor_v8(pl.rnn, small_h ? CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H : CUDNN_RNN_ALGO_STANDARD,
+                                     rnn_cell(p.mode),
                                      p.bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS, CUDNN_UNIDIRECTIONAL,
                                      CUDNN_LINEAR_INPUT, type, type,
                                      decide::float_math(dtype == DType::f32, tf32),
                                      to_int(p.I, "input size"), to_int(p.H, "hidden size"), to_int(p.H, "hidden size"),
-                                     1, st.dropout, CUDNN_RNN_PADDED_IO_DISABLED),
+                                     1, st.dropout, small_h ? CUDNN_RNN_PADDED_IO_ENABLED : CUDNN_RNN_PADDED_IO_DISABLED),
             kOp, "cudnnSetRNNDescriptor_v8");
   std::vector<int> lengths(size_t(p.B), to_int(p.T, "sequence length"));
   double fill64 = 0;

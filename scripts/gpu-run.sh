@@ -45,7 +45,12 @@
 #   cuda_tests_channel_sums, memcheck_channel_sums, synccheck_channel_sums   the reduction
 #               and bias tests with REEL_CUDA_CHANNEL_SUMS=warps (per-channel sums a warp a run,
 #               not the default)
-#   w7_channel_sums  W7 (the bias gradient) with REEL_CUDA_CHANNEL_SUMS=cub, then warps
+#   cuda_tests_onepass, memcheck_onepass, racecheck_onepass, synccheck_onepass   the same
+#               tests (and the graph tests) with REEL_CUDA_CHANNEL_SUMS=onepass (one launch, the
+#               last block of each channel adding its partials; not the default)
+#   cuda_tests_small_h, memcheck_small_h   the recurrent tests with REEL_CUDA_RNN_ALGO=small_h
+#               (cuDNN's small-hidden persistent kernel on the per-layer path; not the default)
+#   w7_channel_sums  W7 (the bias gradient) with REEL_CUDA_CHANNEL_SUMS=cub, warps, then onepass
 #   cuda_tests_channels_last, memcheck_on_channels_last   the autocast, convolution, pooling,
 #               norm and layout tests with REEL_CUDA_CHANNELS_LAST=on (f16/bf16 activations
 #               NHWC, not the default; the [channels_last] cases set both sides themselves)
@@ -65,7 +70,8 @@
 #               descriptors, or reel's wrapper around it?
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
 #   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
-#   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, then stack: step times, packings
+#   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, stack, then layers with
+#               REEL_CUDA_RNN_ALGO=small_h: step times, packings
 #   w10_w11_bn_relu  W10 (ResNet-50 forward) and W11 (DenseNet-121 training) with
 #               REEL_CUDA_BN_RELU=separate, then fused (W4 has no batch norm)
 #   sdpa_rows_per_block  W12's SDPA, tiles and vector tiles, 32 and 64 rows a block
@@ -137,7 +143,7 @@ finish() {
     cat "$logs/versions.log" 2> /dev/null
     [[ -s "$logs/bench_table_rows.txt" ]] && { echo "---- benchmarks, REEL_CUDA_ATTENTION=rows"; cat "$logs/bench_table_rows.txt"; }
     [[ -s "$logs/bench_table.txt" ]] && { echo "---- benchmarks"; cat "$logs/bench_table.txt"; }
-    [[ -s "$logs/w9_cudnn_rnn.log" ]] && { echo "---- W9, REEL_CUDNN_RNN=layers then stack";
+    [[ -s "$logs/w9_cudnn_rnn.log" ]] && { echo "---- W9, REEL_CUDNN_RNN=layers, stack, then REEL_CUDA_RNN_ALGO=small_h";
       grep -E "^REEL_CUDNN_RNN|^W9 |packings" "$logs/w9_cudnn_rnn.log"; }
     [[ -s "$logs/rnn_probe.log" ]] && { echo "---- W9's GRU layer: cuDNN variants, reel, PyTorch";
       grep -E "^rnn_probe" "$logs/rnn_probe.log"; }
@@ -146,7 +152,7 @@ finish() {
     [[ -s "$logs/w12_half_attention.log" ]] && {
       echo "---- W12 --amp bf16, REEL_CUDA_HALF_ATTENTION=staged then cudnn, then PyTorch eager";
       grep -E "^REEL_CUDA_HALF_ATTENTION|^PyTorch|^W12 |refused" "$logs/w12_half_attention.log"; }
-    [[ -s "$logs/w7_channel_sums.log" ]] && { echo "---- W7, REEL_CUDA_CHANNEL_SUMS=cub then warps";
+    [[ -s "$logs/w7_channel_sums.log" ]] && { echo "---- W7, REEL_CUDA_CHANNEL_SUMS=cub, warps, then onepass";
       grep -E "^REEL_CUDA_CHANNEL_SUMS|^W7 " "$logs/w7_channel_sums.log"; }
     [[ -s "$logs/w4_w10_w11_channels_last.log" ]] && {
       echo "---- W4, W10, W11 under --amp bf16: NCHW, half elementwise, NHWC, NHWC + cuDNN norm + half elementwise; PyTorch eager"
@@ -272,6 +278,8 @@ stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (layers is
 bnrelu=(env REEL_CUDA_BN_RELU=separate)   # batch norm, then a relu pass (fused is the default)
 half=(env REEL_CUDA_HALF_ATTENTION=cudnn)  # cuDNN's fused f16/bf16 attention (staged is the default)
 chsums=(env REEL_CUDA_CHANNEL_SUMS=warps)   # per-channel sums a warp a run (cub is the default)
+onepass=(env REEL_CUDA_CHANNEL_SUMS=onepass)  # per-channel sums in one launch (not yet measured)
+smallh=(env REEL_CUDA_RNN_ALGO=small_h)    # cuDNN's small-hidden persistent RNN kernel (not yet measured)
 nhwc=(env REEL_CUDA_CHANNELS_LAST=on)        # f16/bf16 activations NHWC (not yet measured)
 halfnorm=(env REEL_CUDA_CHANNELS_LAST=on REEL_CUDA_HALF_NORM=cudnn)  # their batch norms through cuDNN (likewise)
 nhwc_tests="[autocast],[channels_last],[conv],[pool],[norm],[bias]"
@@ -299,6 +307,10 @@ step cuda_tests_bn_fused 60 "${bnrelu[@]}" "$cuda_tests" --durations yes "[norm]
 step cuda_tests_half 60 "${half[@]}" "$cuda_tests" --durations yes "[attention]"
 # ---- REEL_CUDA_CHANNEL_SUMS=warps over the reductions (conv bias gradients among them)
 step cuda_tests_channel_sums 60 "${chsums[@]}" "$cuda_tests" --durations yes "[reduce],[bias]"
+# ---- REEL_CUDA_CHANNEL_SUMS=onepass: the same, and the graph tests (its counters persist across replays)
+step cuda_tests_onepass 60 "${onepass[@]}" "$cuda_tests" --durations yes "[reduce],[bias],[graph]"
+# ---- REEL_CUDA_RNN_ALGO=small_h over the recurrent tests (per-layer path: every float32 layer of small H)
+step cuda_tests_small_h 60 "${smallh[@]}" "$cuda_tests" --durations yes "[rnn]"
 # ---- REEL_CUDA_CHANNELS_LAST=on over every test that makes half activations
 step cuda_tests_channels_last 60 "${nhwc[@]}" "$cuda_tests" --durations yes "$nhwc_tests"
 step cuda_tests_half_norm 60 "${halfnorm[@]}" "$cuda_tests" --durations yes "[norm],[autocast],[channels_last]"
@@ -356,6 +368,13 @@ else
     step "${tool}_channel_sums" 60 "${chsums[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[reduce],[bias]"
   done
+  # the one-pass sums: shared memory, shuffles, a counter a channel and the last block's reads
+  for tool in memcheck racecheck synccheck; do
+    step "${tool}_onepass" 60 "${onepass[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+      "$cuda_tests" "[reduce],[bias]"
+  done
+  step memcheck_small_h 60 "${smallh[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    "$cuda_tests" "[rnn]~[rnn_stack]"
   # NHWC activations: cuDNN's NHWC descriptors, the strided pooling and elementwise kernels
   step memcheck_on_channels_last 60 "${nhwc[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "$nhwc_tests"
@@ -444,15 +463,15 @@ w12_half_attention() {
   python3 "$root/bench/reference/workloads_pytorch.py" w12 --device cuda --amp bf16 --steps 10 --reps 2
 }
 step w12_half_attention 60 w12_half_attention
-# W7 with the per-channel sums through CUB (the default), then a warp a run
+# W7 with the per-channel sums through CUB (the default), then a warp a run, then one launch
 w7_channel_sums() {
   local p
-  for p in cub warps; do
+  for p in cub warps onepass; do
     echo "REEL_CUDA_CHANNEL_SUMS=$p"
     REEL_CUDA_CHANNEL_SUMS=$p "$work/build/bench/bench_w7_bias_grad" --device cuda --reps 5 || return 1
   done
 }
-step w7_channel_sums 30 w7_channel_sums
+step w7_channel_sums 40 w7_channel_sums
 # W4, W10 and W11 under bf16 autocast: activations NCHW (the default), the half elementwise
 # kernels alone, NHWC, NHWC with cuDNN's batch norm and the half elementwise kernels; then
 # PyTorch eager under the same autocast (NCHW, its default memory format). Each section's
@@ -477,17 +496,21 @@ w4_w10_w11_channels_last() {
   done
 }
 step w4_w10_w11_channels_last 120 w4_w10_w11_channels_last
-# W9's GRU per layer (the default) and as the whole stack, same steps, one after the other
+# W9's GRU per layer (the default), as the whole stack, and per layer through cuDNN's
+# small-hidden persistent kernel, same steps, one after the other
 w9_cudnn_rnn() {
   local p
   for p in layers stack; do
     echo "REEL_CUDNN_RNN=$p"
     REEL_CUDNN_RNN=$p "$work/build/bench/bench_w9_gru_imdb" --device cuda --steps 20 --reps 2 || return 1
   done
+  echo "REEL_CUDNN_RNN=layers REEL_CUDA_RNN_ALGO=small_h"
+  REEL_CUDNN_RNN=layers REEL_CUDA_RNN_ALGO=small_h "$work/build/bench/bench_w9_gru_imdb" --device cuda --steps 20 \
+    --reps 2
 }
-step w9_cudnn_rnn 40 w9_cudnn_rnn
-# W10 and W11 (their norms are batch_norm_relu) with batch norm and relu separate (the
-# default), then fused, same steps, one after the other
+step w9_cudnn_rnn 50 w9_cudnn_rnn
+# W10 and W11 (their norms are batch_norm_relu) with batch norm and relu separate, then
+# fused (the default since 2026-11-29), same steps, one after the other
 w10_w11_bn_relu() {
   local p
   for p in separate fused; do

@@ -15,6 +15,7 @@
 #include "../cuda/internal/arg_reduce.h"
 #include "../cuda/internal/bn_relu.h"
 #include "../cuda/internal/half_attention.h"
+#include "../cuda/internal/rnn_algo.h"
 #include "../cuda/internal/rnn_stack.h"
 
 namespace ar = reel::cuda::arg_reduce;
@@ -65,6 +66,27 @@ TEST_CASE("REEL_CUDNN_RNN takes layers or stack, else an error naming it and the
   CHECK(rs::path_from_env("Stack") == rs::Path::invalid);
   CHECK(rs::path_from_env("1") == rs::Path::invalid);
   CHECK(rs::invalid_path_message("fast") == "rnn: REEL_CUDNN_RNN must be layers or stack, got \"fast\"");
+}
+
+TEST_CASE("REEL_CUDA_RNN_ALGO takes standard or small_h; small_h serves float32 layers of small hidden size",
+          "[cuda][rules][rnn]") {
+  namespace ra = reel::cuda::rnn_algo;
+  CHECK(ra::path_from_env(nullptr) == ra::Path::standard);  // not yet measured on a GPU
+  CHECK(ra::path_from_env("") == ra::Path::standard);
+  CHECK(ra::path_from_env("small_h") == ra::Path::small_h);
+  CHECK(ra::path_from_env("persist") == ra::Path::invalid);
+  CHECK(ra::invalid_path_message("fast") == "rnn: REEL_CUDA_RNN_ALGO must be standard or small_h, got \"fast\"");
+  // W9's GRU (H = 100) on an H200
+  CHECK(ra::small_h_serves(reel::RnnMode::gru, 100, true, 9));
+  // PyTorch's backward bounds: gated cells up to 128, plain ones up to 256
+  CHECK(ra::small_h_serves(reel::RnnMode::lstm, 128, true, 9));
+  CHECK_FALSE(ra::small_h_serves(reel::RnnMode::lstm, 129, true, 9));
+  CHECK_FALSE(ra::small_h_serves(reel::RnnMode::gru, 192, true, 9));  // PyTorch's forward would, its backward not
+  CHECK(ra::small_h_serves(reel::RnnMode::rnn_tanh, 256, true, 9));
+  CHECK(ra::small_h_serves(reel::RnnMode::rnn_relu, 1, true, 9));
+  CHECK_FALSE(ra::small_h_serves(reel::RnnMode::rnn_relu, 257, true, 9));
+  CHECK_FALSE(ra::small_h_serves(reel::RnnMode::gru, 100, false, 9));  // float64: STANDARD
+  CHECK_FALSE(ra::small_h_serves(reel::RnnMode::gru, 100, true, 5));   // before Pascal
 }
 
 TEST_CASE("the whole-stack RNN serves float stacks without dropout between layers in training",
