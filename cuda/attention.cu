@@ -206,7 +206,8 @@ Args<T> args_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
 // REEL_CUDA_ATTENTION (read once): "tiles" (the default since the H200 measured them
 // correct, sanitizer-clean and 7-20x faster, 2026-11-28) takes the tiled float32 kernels
 // where they serve the shape, "rows" these kernels always; "vector" the tiles with 16-byte
-// shared-memory reads (attention_vector.cu), not yet measured, else the tiles
+// shared-memory reads (attention_vector.cu), not yet measured, else the tiles; "mma" the
+// tensor cores in 3xTF32 (attention_mma.cu), not yet measured, else the tiles
 geometry::AttentionKernel kernel_kind() {
   static const geometry::AttentionKernel kind =
       geometry::attention_kernel_from_env(std::getenv("REEL_CUDA_ATTENTION"), geometry::AttentionKernel::tiles);
@@ -220,11 +221,13 @@ geometry::AttentionKernel kernel_kind() {
 bool forward_fast(Context& c, const Args<float>& a) {
   const geometry::AttentionKernel kind = kernel_kind();
   if (kind == geometry::AttentionKernel::vector && attention::forward_vector(c, a)) return true;
+  if (kind == geometry::AttentionKernel::mma && attention::forward_mma(c, a)) return true;
   return kind != geometry::AttentionKernel::rows && attention::forward_tiles(c, a);
 }
 bool backward_fast(Context& c, const Args<float>& a) {
   const geometry::AttentionKernel kind = kernel_kind();
   if (kind == geometry::AttentionKernel::vector && attention::backward_vector(c, a)) return true;
+  if (kind == geometry::AttentionKernel::mma && attention::backward_mma(c, a)) return true;
   return kind != geometry::AttentionKernel::rows && attention::backward_tiles(c, a);
 }
 

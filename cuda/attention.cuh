@@ -1,5 +1,6 @@
 // What scaled_dot_product_attention's CUDA kernels share (cuda/attention.cu: the row
-// kernels, any float type; cuda/attention_tiled.cu: the float32 tiles): the arguments,
+// kernels, any float type; cuda/attention_tiled.cu: the float32 tiles; attention_vector.cu,
+// attention_mma*.cu: their variants): the arguments,
 // the score's mask rules and the dropout factors. Internal to cuda/.
 #pragma once
 #include <cmath>
@@ -116,6 +117,9 @@ bool backward_tiles(Context& c, const Args<float>& a);
 // The same with 16-byte shared-memory reads (attention_vector.cu, REEL_CUDA_ATTENTION=vector).
 bool forward_vector(Context& c, const Args<float>& a);
 bool backward_vector(Context& c, const Args<float>& a);
+// On the tensor cores in 3xTF32 (attention_mma.cu, attention_mma_backward.cu, REEL_CUDA_ATTENTION=mma).
+bool forward_mma(Context& c, const Args<float>& a);
+bool backward_mma(Context& c, const Args<float>& a);
 // REEL_CUDA_ATTENTION_ROWS (read once): 32 or 64 rows a block whatever the shape; 0 unset.
 int rows_from_env();
 

@@ -30,6 +30,8 @@
 #   cuda_tests_rows64, memcheck_rows64, racecheck_rows64   the tiles at 64 rows a block
 #   cuda_tests_vector*, memcheck_vector*, racecheck_vector*   REEL_CUDA_ATTENTION=vector, 32
 #               and 64 rows a block
+#   cuda_tests_mma, cuda_tests_mma64, memcheck_mma, racecheck_mma   REEL_CUDA_ATTENTION=mma (the
+#               tensor cores in 3xTF32, not yet measured), 32 and 64 rows a block
 #   cuda_tests_stack, memcheck_stack   the recurrent tests with REEL_CUDNN_RNN=stack (the
 #               whole-stack cuDNN RNN, not the default); memcheck_stack also holds the
 #               [rnn_stack] cases (they set the path themselves; both paths, 40 stacks), which
@@ -74,7 +76,7 @@
 #               REEL_CUDA_RNN_ALGO=small_h: step times, packings
 #   w10_w11_bn_relu  W10 (ResNet-50 forward) and W11 (DenseNet-121 training) with
 #               REEL_CUDA_BN_RELU=separate, then fused (W4 has no batch norm)
-#   sdpa_rows_per_block  W12's SDPA, tiles and vector tiles, 32 and 64 rows a block
+#   sdpa_rows_per_block  W12's SDPA, tiles, vector tiles and mma tiles, 32 and 64 rows a block
 #               (REEL_CUDA_ATTENTION, REEL_CUDA_ATTENTION_ROWS)
 #   compare     bench/compare.py --device cuda: reel against PyTorch eager, in the time left
 # Output: $OUT (the device tool's) or gpu-pack/out: summary.txt and logs.tar.gz (every log,
@@ -272,6 +274,7 @@ note "PASS    gpu ($(nvidia-smi -L | head -1))"
 rows=(env REEL_CUDA_ATTENTION=rows)
 rows64=(env REEL_CUDA_ATTENTION_ROWS=64)  # the tiles with 64 rows a block whatever the shape
 vector=(env REEL_CUDA_ATTENTION=vector)   # the tiles with 16-byte shared reads (not yet measured)
+mma=(env REEL_CUDA_ATTENTION=mma)         # the tensor cores in 3xTF32 (not yet measured)
 # the other side of each switch: the path that is not the default (the H200 made fused the
 # default on 2026-11-29: bnrelu names the replaced separate path, kept and tested)
 stack=(env REEL_CUDNN_RNN=stack)          # the whole-stack cuDNN RNN (layers is the default)
@@ -299,6 +302,8 @@ step cuda_tests_rows 60 "${rows[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_rows64 60 "${rows64[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_vector 60 "${vector[@]}" "$cuda_tests" --durations yes "[attention]"
 step cuda_tests_vector64 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
+step cuda_tests_mma 60 "${mma[@]}" "$cuda_tests" --durations yes "[attention]"
+step cuda_tests_mma64 60 "${mma[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
 # ---- REEL_CUDNN_RNN=stack over the recurrent tests (modules and rnn() through the stack)
 step cuda_tests_stack 60 "${stack[@]}" "$cuda_tests" --durations yes "[rnn]"
 # ---- REEL_CUDA_BN_RELU=fused over the norm tests (every batch_norm_relu through the fused kernels)
@@ -391,6 +396,8 @@ else
       "$cuda_tests" "[attention]"
     step "${tool}_vector64" 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$sanitizer" --tool "$tool" \
       --error-exitcode 1 --print-limit 30 "$cuda_tests" "[attention]"
+    step "${tool}_mma" 60 "${mma[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+      "$cuda_tests" "[attention]"
   done
   fi
 fi
@@ -524,7 +531,7 @@ step w10_w11_bn_relu 50 w10_w11_bn_relu
 # geometry's own choice in the compare below
 sdpa_rows() {
   local r k
-  for k in tiles vector; do
+  for k in tiles vector mma; do
     for r in 32 64; do
       echo "REEL_CUDA_ATTENTION=$k REEL_CUDA_ATTENTION_ROWS=$r"
       REEL_CUDA_ATTENTION=$k REEL_CUDA_ATTENTION_ROWS=$r "$work/build/bench/bench_w12_gpt" --device cuda \
@@ -532,7 +539,7 @@ sdpa_rows() {
     done
   done
 }
-step sdpa_rows_per_block 40 sdpa_rows
+step sdpa_rows_per_block 60 sdpa_rows
 rem=$(left)
 if ((rem > 30)); then
   step compare $((rem - 10)) python3 "$root/bench/compare.py" "${compare_args[@]}" --only "${BENCH_ONLY:-W12,W1,W3,W4,W6,W7,W8}" \

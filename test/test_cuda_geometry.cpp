@@ -502,3 +502,72 @@ TEST_CASE("a reduction of a contiguous tensor keeps its dims, paths and order; a
   g = reduce_dims(t, ts, {2, 3}, true);
   CHECK((g.red == 2 && g.red_stride[0] == 1 && g.red_stride[1] == 12));
 }
+
+TEST_CASE("attention's mma tiles cover every query and key once, fit shared memory, and fall back to the tiles",
+          "[cuda][geometry][attention]") {
+  CHECK(geo::attention_kernel_from_env("mma", geo::AttentionKernel::tiles) == geo::AttentionKernel::mma);
+  const size_t h200 = 232448, a100 = 166912, sm86 = 101376, default_48k = 49152;
+  // the backward's dk, dv at head 128 and 64 rows: k, v [64][132], q, do [64][132], lse and D of 64
+  CHECK(geo::attention_mma_smem_bytes(128, 64, 2, 2, 2) == 4 * (4 * 64 * 132 + 2 * 64));
+  CHECK(geo::attention_mma_kv_pass(64) == 64);
+  CHECK(geo::attention_mma_kv_pass(128) == 32);
+  for (size_t limit : {h200, a100, sm86, default_48k})
+    for (int64_t bh : {int64_t(1), int64_t(6), int64_t(1000)})
+      for (int64_t l : {int64_t(1), int64_t(37), int64_t(64), int64_t(65), int64_t(4096)})
+        for (int64_t s : {int64_t(1), int64_t(45), int64_t(4097)})
+          for (int64_t e : {int64_t(16), int64_t(64), int64_t(96), int64_t(128), int64_t(200)})
+            for (int rows : {0, 32, 64}) {
+              INFO("limit " << limit << " bh " << bh << " l " << l << " s " << s << " e " << e << " rows " << rows);
+              const geo::AttentionMmaTiles t = geo::attention_mma_tiles(bh, l, s, e, e, limit, 132, 9, rows);
+              // unforced, an H200 and an A100 serve every head up to 128
+              if (rows == 0 && e <= 128 && (limit == h200 || limit == a100)) CHECK(t.head != 0);
+              if (e > 128) CHECK(t.head == 0);
+              if (t.head == 0) continue;
+              CHECK(t.head >= e);
+              CHECK(t.head % 64 == 0);
+              CHECK((t.rows == 32 || t.rows == 64));
+              if (rows != 0) CHECK(t.rows == rows);
+              CHECK(t.threads() == 2 * t.rows);  // 16 rows a warp
+              CHECK(std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem}) <= limit);
+              CHECK(t.forward_smem % 16 == 0);  // the float4 tile stores: every tile starts on 16 bytes
+              CHECK(t.backward_q_smem % 16 == 0);
+              CHECK(t.backward_kv_smem % 16 == 0);
+              CHECK(t.forward_blocks == bh * t.q_tiles);
+              CHECK(t.backward_q_blocks == bh * t.q_tiles);
+              CHECK(t.backward_kv_blocks == bh * t.k_tiles);
+              // the blocks' rows, as the kernels take them (attention_query_block, attention_key_block),
+              // and a warp's 16 rows a C fragment: every (head, query) and (head, key) once
+              if (bh * std::max(l, s) > 100000) continue;
+              std::vector<int> queries(size_t(bh * l), 0), keys(size_t(bh * s), 0);
+              int64_t negative = 0;
+              for (int64_t b = 0; b < t.forward_blocks; ++b) {
+                const geo::AttentionBlock blk = geo::attention_query_block(b, bh, t.q_tiles, t.rows);
+                negative += blk.r0 < 0;
+                for (int w = 0; w < t.warps(); ++w)
+                  for (int r = 0; r < 16; ++r)
+                    if (blk.r0 >= 0 && blk.r0 + 16 * w + r < l) ++queries[size_t(blk.bh * l + blk.r0 + 16 * w + r)];
+              }
+              CHECK(negative == 0);
+              for (int64_t b = 0; b < t.backward_kv_blocks; ++b) {
+                const geo::AttentionBlock blk = geo::attention_key_block(b, bh, t.rows);
+                for (int w = 0; w < t.warps(); ++w)
+                  for (int r = 0; r < 16; ++r)
+                    if (blk.r0 + 16 * w + r < s) ++keys[size_t(blk.bh * s + blk.r0 + 16 * w + r)];
+              }
+              CHECK(std::count(queries.begin(), queries.end(), 1) == bh * l);
+              CHECK(std::count(keys.begin(), keys.end(), 1) == bh * s);
+            }
+  // the rows a block follow the tiles' choice: 32 while 64 would leave SMs idle
+  CHECK(geo::attention_mma_tiles(6, 1024, 1024, 64, 64, h200, 132, 9).rows == 32);
+  CHECK(geo::attention_mma_tiles(528, 64, 64, 64, 64, h200, 132, 9).rows == 64);
+  // head 128 at 64 rows: 135680 bytes, over sm86's 99 KiB; 32 rows need 101888, over it too: the tiles
+  CHECK(geo::attention_mma_tiles(1000, 4096, 4096, 128, 128, sm86, 84, 8).head == 0);
+  CHECK(geo::attention_mma_tiles(1000, 4096, 4096, 64, 64, sm86, 84, 8).head == 64);
+  CHECK(geo::attention_mma_tiles(1000, 4096, 4096, 64, 64, default_48k, 132, 9).head == 0);
+  // before sm_80 there is no TF32 mma; a head over 128 or an empty side is the tiles' (or rows') too
+  CHECK(geo::attention_mma_tiles(6, 1024, 1024, 64, 64, h200, 132, 7).head == 0);
+  CHECK(geo::attention_mma_tiles(6, 1024, 1024, 64, 129, h200, 132, 9).head == 0);
+  CHECK(geo::attention_mma_tiles(6, 0, 1024, 64, 64, h200, 132, 9).head == 0);
+  CHECK(geo::attention_mma_tiles(6, 1024, 1024, 16, 24, h200, 132, 9).head == 64);
+  CHECK(geo::attention_mma_tiles(6, 1024, 1024, 65, 8, h200, 132, 9).head == 128);
+}

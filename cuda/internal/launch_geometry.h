@@ -295,11 +295,13 @@ inline int64_t optim_grid(int64_t chunks, int sm_count) {
 // as does float64 and REEL_CUDA_ATTENTION=rows.
 constexpr int kAttentionTile = 64;  // the streamed side's rows
 
-enum class AttentionKernel { rows, tiles, vector, invalid };
-// REEL_CUDA_ATTENTION: unset or empty, the default; "rows", "tiles" or "vector"; anything
-// else invalid.
-inline constexpr Choice<AttentionKernel> kAttentionKernels[] = {
-    {"rows", AttentionKernel::rows}, {"tiles", AttentionKernel::tiles}, {"vector", AttentionKernel::vector}};
+enum class AttentionKernel { rows, tiles, vector, mma, invalid };
+// REEL_CUDA_ATTENTION: unset or empty, the default; "rows", "tiles", "vector" or "mma";
+// anything else invalid.
+inline constexpr Choice<AttentionKernel> kAttentionKernels[] = {{"rows", AttentionKernel::rows},
+                                                                 {"tiles", AttentionKernel::tiles},
+                                                                 {"vector", AttentionKernel::vector},
+                                                                 {"mma", AttentionKernel::mma}};
 inline AttentionKernel attention_kernel_from_env(const char* value, AttentionKernel fallback) {
   return parse_choice(value, kAttentionKernels, fallback, AttentionKernel::invalid);
 }
@@ -387,5 +389,72 @@ inline AttentionTiles attention_vector_tiles(int64_t bh, int64_t l, int64_t s, i
   t.head = head;
   return t;
 }
+
+// The tensor-core tiles (cuda/attention_mma.cu, cuda/attention_mma_backward.cu,
+// REEL_CUDA_ATTENTION=mma): float32 through mma.sync m16n8k8 TF32 with 3xTF32 (sm_80 on;
+// cuda/internal/mma_fragments.h). A block of rows / 16 warps owns `rows` (32 or 64) queries
+// (forward, dq) or keys (dk, dv) of one head, 16 a warp, and streams the other side 64 rows at
+// a time; every tile sits in shared memory row-major [r][head + 4] (the 4 floats of padding put
+// the 32 lanes of each fragment load on 32 banks), heads rounded up to 64 or 128 and
+// zero-padded. dk, dv at head 128 walk each 64-query tile in two passes of 32 (the scores of
+// 32 queries beside dk and dv's 128 accumulators stay in registers). The rows a block follow
+// attention_tiles' choice (or REEL_CUDA_ATTENTION_ROWS); 64 rows over the device's shared
+// memory retry at 32 unless forced. A shape it does not serve (a head over 128, a device before
+// sm_80, tiles over shared memory, a grid past gridDim.x) takes the scalar tiles.
+struct AttentionMmaTiles {
+  int head = 0;                      // 64 or 128; 0: the mma tiles do not serve the shape
+  int rows = 0;                      // a block's own rows: 32 or 64, 16 a warp
+  int64_t q_tiles = 0, k_tiles = 0;  // blocks of `rows` queries, of `rows` keys, per head
+  int64_t forward_blocks = 0, backward_q_blocks = 0, backward_kv_blocks = 0;
+  size_t forward_smem = 0, backward_q_smem = 0, backward_kv_smem = 0;  // dynamic shared memory, bytes
+  int warps() const { return rows / 16; }
+  int threads() const { return 32 * warps(); }
+};
+
+// queries a pass of the dk, dv kernel over a 64-query tile
+constexpr int attention_mma_kv_pass(int head) { return head == 128 ? 32 : 64; }
+
+// floats: `own` tiles of the block's rows and `streamed` tiles of 64 rows, each [r][head + 4];
+// `vectors` per-query vectors of 64 (lse, D)
+inline size_t attention_mma_smem_bytes(int head, int rows, int own, int streamed, int vectors) {
+  const size_t p = size_t(head + 4), t = kAttentionTile;
+  return sizeof(float) * ((size_t(own) * size_t(rows) + size_t(streamed) * t) * p + size_t(vectors) * t);
+}
+
+// cc_major: the device's compute capability (mma.sync with TF32 needs 8 or more)
+inline AttentionMmaTiles attention_mma_tiles(int64_t bh, int64_t l, int64_t s, int64_t e, int64_t ev,
+                                             size_t smem_limit, int sm_count, int cc_major, int rows = 0) {
+  const int head = attention_vector_head(e, ev);
+  const AttentionTiles base = attention_tiles(bh, l, s, std::min<int64_t>(e, 128), std::min<int64_t>(ev, 128),
+                                              size_t(-1), sm_count, rows);
+  if (head == 0 || cc_major < 8 || base.rows == 0) return AttentionMmaTiles{};
+  AttentionMmaTiles t;
+  t.rows = base.rows;
+  t.q_tiles = base.q_tiles;
+  t.k_tiles = base.k_tiles;
+  t.forward_blocks = bh * t.q_tiles;
+  t.backward_q_blocks = bh * t.q_tiles;
+  t.backward_kv_blocks = bh * t.k_tiles;
+  t.forward_smem = attention_mma_smem_bytes(head, t.rows, 1, 2, 0);      // q; k, v
+  t.backward_q_smem = attention_mma_smem_bytes(head, t.rows, 2, 2, 0);   // q, do; k, v
+  t.backward_kv_smem = attention_mma_smem_bytes(head, t.rows, 2, 2, 2);  // k, v; q, do; lse, D
+  const size_t most = std::max({t.forward_smem, t.backward_q_smem, t.backward_kv_smem});
+  const int64_t blocks = std::max(t.forward_blocks, t.backward_kv_blocks);
+  if (most > smem_limit && t.rows == 64 && rows == 0)
+    return attention_mma_tiles(bh, l, s, e, ev, smem_limit, sm_count, cc_major, 32);
+  if (most > smem_limit || blocks > kGridXMax) return AttentionMmaTiles{};
+  t.head = head;
+  return t;
+}
+
+// Block b's head and first row: the forward and dq take the last query tiles first (under
+// a causal mask they have the most keys), dk, dv the first key tiles first (the most queries)
+struct AttentionBlock {
+  int64_t bh, r0;
+};
+constexpr AttentionBlock attention_query_block(int64_t b, int64_t bh, int64_t q_tiles, int rows) {
+  return {b % bh, (q_tiles - 1 - b / bh) * rows};
+}
+constexpr AttentionBlock attention_key_block(int64_t b, int64_t bh, int rows) { return {b % bh, b / bh * rows}; }
 
 }  // namespace reel::cuda::geometry

@@ -3,7 +3,8 @@
 // leading dims, dropout (the same Philox numbers on both devices), odd lengths, L != S,
 // f32 and f64; the tiled float32 kernels' heads (64, 128) over several tiles; and
 // MultiheadAttention on the GPU. gpu-run.sh runs the file with each REEL_CUDA_ATTENTION
-// (tiles, the default; rows; vector) and REEL_CUDA_ATTENTION_ROWS=64.
+// (tiles, the default; rows; vector; mma, whose 3xTF32 products keep these tolerances) and
+// REEL_CUDA_ATTENTION_ROWS=64.
 #include "compare.h"
 
 using namespace reel;
