@@ -85,7 +85,8 @@
 # and GPU_RUN_SAMPLES=0 (skip those alone: a short lease's first run), GPU_RUN_SANITIZERS=memcheck
 # (memcheck over each test file, no other tool), GPU_RUN_MEMCHECK_FILES (those files' tags alone,
 # "[#test_cuda_x] [#test_cuda_y]"), GPU_RUN_TESTS
-# (a Catch filter: those tests, the sanitizers over them, no samples), GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
+# (a Catch filter: those tests, the sanitizers over them, no samples), GPU_RUN_JOBS (the switches'
+# tests and the sanitizers run this many at a time, default a third of the cores), GPU_RUN_BUDGET, GPU_RUN_WORK (default /tmp/reel-gpu-run), BENCH_ONLY (default
 # W12,W1,W3,W4,W6,W7,W8), OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -132,6 +133,7 @@ step() {
   return $rc
 }
 finish() {
+  wait_steps  # any check still running side by side
   {
     echo "---- failures, first lines of each failing log"
     for f in "$logs"/*.log; do
@@ -170,6 +172,47 @@ finish() {
   echo "---- summary ($summary)"
   cat "$summary"
   exit "$status"
+}
+
+# Checks that time nothing (the switches' tests, the sanitizers) run side by side,
+# GPU_RUN_JOBS at a time (default a third of the cores): compute-sanitizer's processes are
+# bound by the host far more than by the GPU, so a lease's minutes cover more of them. Each
+# writes its log as step does; wait_steps waits for all and notes their results. The whole
+# CUDA test run (its timer tests among them) and every benchmark still run alone.
+jobs_max=${GPU_RUN_JOBS:-$(($(nproc) >= 6 ? $(nproc) / 3 : 2))}
+mkdir -p "$work/results"
+step_par() {
+  local name=$1 limit=$2
+  shift 2
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n 2> /dev/null || true; done
+  local rem
+  rem=$(left)
+  ((rem < limit)) && limit=$rem
+  if ((limit < 5)); then
+    note "SKIP    $name (the ${budget}s budget is spent)"
+    status=1
+    return 1
+  fi
+  echo "[gpu-run $((SECONDS - t0))s] $name (side by side, limit ${limit}s): $*"
+  (
+    started=$SECONDS
+    timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1
+    echo "$? $((SECONDS - started))" > "$work/results/$name"
+  ) &
+}
+wait_steps() {
+  wait
+  local f name rc took
+  for f in "$work"/results/*; do
+    [[ -e "$f" ]] || continue
+    name=$(basename "$f")
+    read -r rc took < "$f"
+    if [[ $rc -eq 0 ]]; then note "PASS    $name (${took}s, side by side)"
+    elif [[ $rc -eq 124 || $rc -eq 137 ]]; then note "TIMEOUT $name (after ${took}s, side by side)"; status=1
+    else note "FAIL    $name (exit $rc after ${took}s, side by side)"; status=1
+    fi
+    rm -f "$f"
+  done
 }
 
 # ---- unpack
@@ -298,29 +341,29 @@ filter=${GPU_RUN_TESTS:-}  # a Catch filter: these tests alone, their sanitizers
 step cuda_tests 100 "$cuda_tests" --durations yes ${filter:+"$filter"}
 
 # ---- REEL_CUDA_ATTENTION=rows over the attention tests (the tiles, the default, ran them above)
-step cuda_tests_rows 60 "${rows[@]}" "$cuda_tests" --durations yes "[attention]"
-step cuda_tests_rows64 60 "${rows64[@]}" "$cuda_tests" --durations yes "[attention]"
-step cuda_tests_vector 60 "${vector[@]}" "$cuda_tests" --durations yes "[attention]"
-step cuda_tests_vector64 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
-step cuda_tests_mma 60 "${mma[@]}" "$cuda_tests" --durations yes "[attention]"
-step cuda_tests_mma64 60 "${mma[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
+step_par cuda_tests_rows 60 "${rows[@]}" "$cuda_tests" --durations yes "[attention]"
+step_par cuda_tests_rows64 60 "${rows64[@]}" "$cuda_tests" --durations yes "[attention]"
+step_par cuda_tests_vector 60 "${vector[@]}" "$cuda_tests" --durations yes "[attention]"
+step_par cuda_tests_vector64 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
+step_par cuda_tests_mma 60 "${mma[@]}" "$cuda_tests" --durations yes "[attention]"
+step_par cuda_tests_mma64 60 "${mma[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$cuda_tests" --durations yes "[attention]"
 # ---- REEL_CUDNN_RNN=stack over the recurrent tests (modules and rnn() through the stack)
-step cuda_tests_stack 60 "${stack[@]}" "$cuda_tests" --durations yes "[rnn]"
+step_par cuda_tests_stack 60 "${stack[@]}" "$cuda_tests" --durations yes "[rnn]"
 # ---- REEL_CUDA_BN_RELU=fused over the norm tests (every batch_norm_relu through the fused kernels)
-step cuda_tests_bn_fused 60 "${bnrelu[@]}" "$cuda_tests" --durations yes "[norm]"
+step_par cuda_tests_bn_fused 60 "${bnrelu[@]}" "$cuda_tests" --durations yes "[norm]"
 # ---- REEL_CUDA_HALF_ATTENTION=cudnn over the attention tests (autocast's attention in bf16)
-step cuda_tests_half 60 "${half[@]}" "$cuda_tests" --durations yes "[attention]"
+step_par cuda_tests_half 60 "${half[@]}" "$cuda_tests" --durations yes "[attention]"
 # ---- REEL_CUDA_CHANNEL_SUMS=warps over the reductions (conv bias gradients among them)
-step cuda_tests_channel_sums 60 "${chsums[@]}" "$cuda_tests" --durations yes "[reduce],[bias]"
+step_par cuda_tests_channel_sums 60 "${chsums[@]}" "$cuda_tests" --durations yes "[reduce],[bias]"
 # ---- REEL_CUDA_CHANNEL_SUMS=onepass: the same, and the graph tests (its counters persist across replays)
-step cuda_tests_onepass 60 "${onepass[@]}" "$cuda_tests" --durations yes "[reduce],[bias],[graph]"
+step_par cuda_tests_onepass 60 "${onepass[@]}" "$cuda_tests" --durations yes "[reduce],[bias],[graph]"
 # ---- REEL_CUDA_RNN_ALGO=small_h over the recurrent tests (per-layer path: every float32 layer of small H)
-step cuda_tests_small_h 60 "${smallh[@]}" "$cuda_tests" --durations yes "[rnn]"
+step_par cuda_tests_small_h 60 "${smallh[@]}" "$cuda_tests" --durations yes "[rnn]"
 # ---- REEL_CUDA_CHANNELS_LAST=on over every test that makes half activations
-step cuda_tests_channels_last 60 "${nhwc[@]}" "$cuda_tests" --durations yes "$nhwc_tests"
-step cuda_tests_half_norm 60 "${halfnorm[@]}" "$cuda_tests" --durations yes "[norm],[autocast],[channels_last]"
+step_par cuda_tests_channels_last 60 "${nhwc[@]}" "$cuda_tests" --durations yes "$nhwc_tests"
+step_par cuda_tests_half_norm 60 "${halfnorm[@]}" "$cuda_tests" --durations yes "[norm],[autocast],[channels_last]"
 # ---- REEL_CUDA_HALF_ELEMENTWISE=native over the tests that run half elementwise ops
-step cuda_tests_half_elementwise 60 "${halfew[@]}" "$cuda_tests" --durations yes "$halfew_tests"
+step_par cuda_tests_half_elementwise 60 "${halfew[@]}" "$cuda_tests" --durations yes "$halfew_tests"
 
 # ---- compute-sanitizer
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
@@ -341,7 +384,7 @@ else
   for f in "${files[@]}"; do
     name=${f#"[#test_"}
     name=${name#cuda_}
-    step "memcheck_${name%"]"}" 60 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+    step_par "memcheck_${name%"]"}" 60 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" -# "$f~[data]~[rnn_stack]"
   done
   kernels=${filter:-"[reduce],[softmax],[norm],[bias],[attention],[everyday]"}
@@ -349,58 +392,61 @@ else
     note "SKIP    racecheck, synccheck, initcheck and the switches' sanitizer steps (GPU_RUN_SANITIZERS=memcheck)"
   else
   for tool in racecheck synccheck initcheck; do
-    step "$tool" 60 "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 "$cuda_tests" "$kernels"
+    step_par "$tool" 60 "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 "$cuda_tests" "$kernels"
   done
   # the hidden probe (test_cuda_graph.cpp): does memcheck flag a graph's address reuse itself?
-  step memcheck_graph_probe 30 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 5 "$cuda_tests" "[.probe]"
+  step_par memcheck_graph_probe 30 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 5 "$cuda_tests" "[.probe]"
   for tool in memcheck racecheck synccheck initcheck; do
-    step "${tool}_rows" 60 "${rows[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+    step_par "${tool}_rows" 60 "${rows[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
   done
   # the whole stack under memcheck: every recurrent test, the [rnn_stack] cases included
-  step memcheck_stack 90 "${stack[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+  step_par memcheck_stack 90 "${stack[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "[rnn]"
   # batch norm + relu fused under memcheck and racecheck (its sums share memory and shuffles)
   for tool in memcheck racecheck; do
-    step "${tool}_bn_fused" 60 "${bnrelu[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+    step_par "${tool}_bn_fused" 60 "${bnrelu[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[norm]"
   done
   # cuDNN's fused attention under memcheck (its kernels are cuDNN's: racecheck is theirs to keep)
-  step memcheck_half 60 "${half[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+  step_par memcheck_half 60 "${half[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "[half]"
   # the per-channel sums a warp a run: loads and shuffles (no shared memory for racecheck)
   for tool in memcheck synccheck; do
-    step "${tool}_channel_sums" 60 "${chsums[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+    step_par "${tool}_channel_sums" 60 "${chsums[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[reduce],[bias]"
   done
   # the one-pass sums: shared memory, shuffles, a counter a channel and the last block's reads
   for tool in memcheck racecheck synccheck; do
-    step "${tool}_onepass" 60 "${onepass[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+    step_par "${tool}_onepass" 60 "${onepass[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[reduce],[bias]"
   done
-  step memcheck_small_h 60 "${smallh[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+  step_par memcheck_small_h 60 "${smallh[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "[rnn]~[rnn_stack]"
   # NHWC activations: cuDNN's NHWC descriptors, the strided pooling and elementwise kernels
-  step memcheck_on_channels_last 60 "${nhwc[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+  step_par memcheck_on_channels_last 60 "${nhwc[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "$nhwc_tests"
-  step memcheck_on_half_norm 60 "${halfnorm[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+  step_par memcheck_on_half_norm 60 "${halfnorm[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "[norm],[channels_last]"
   # f16/bf16 elementwise ops in one pass: the launcher's 16-byte half loads, strided and broadcast offsets
-  step memcheck_on_half_elementwise 60 "${halfew[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
+  step_par memcheck_on_half_elementwise 60 "${halfew[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "$halfew_tests"
   # the tiles with 64 rows a block (the tests' shapes take 32), and the vector tiles at both
   for tool in memcheck racecheck; do
-    step "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+    step_par "${tool}_rows64" 60 "${rows64[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
-    step "${tool}_vector" 60 "${vector[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+    step_par "${tool}_vector" 60 "${vector[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
-    step "${tool}_vector64" 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$sanitizer" --tool "$tool" \
+    step_par "${tool}_vector64" 60 "${vector[@]}" REEL_CUDA_ATTENTION_ROWS=64 "$sanitizer" --tool "$tool" \
       --error-exitcode 1 --print-limit 30 "$cuda_tests" "[attention]"
-    step "${tool}_mma" 60 "${mma[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
+    step_par "${tool}_mma" 60 "${mma[@]}" "$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 30 \
       "$cuda_tests" "[attention]"
   done
   fi
 fi
+
+# every check started side by side has ended before anything is timed
+wait_steps
 
 # ---- the samples, one epoch on each device, and the GPT on the GPU
 samples=$work/build/samples
