@@ -277,6 +277,31 @@ __global__ void __launch_bounds__(kThreads) sum_partials(const T* partial, Out* 
   }
 }
 
+// acc[0..3] += the elements first, first + stride, ... of the run p[0, l): 16-byte loads
+// (float4, double2) where `vec` (every run starts on 16 bytes), four independent sums so
+// that a thread keeps several loads in flight; the tail element by element.
+template <typename T>
+__device__ __forceinline__ void add_run(T (&acc)[4], const T* p, int64_t l, int first, int stride, bool vec) {
+  using V = std::conditional_t<std::is_same_v<T, float>, float4, double2>;
+  constexpr int kPer = int(sizeof(V) / sizeof(T));  // elements a 16-byte load
+  int64_t done = 0;
+  if (vec) {
+    const V* pv = reinterpret_cast<const V*>(p);
+    const int64_t nv = l / kPer;
+#pragma unroll 4
+    for (int64_t i = first; i < nv; i += stride) {
+      const V v = pv[i];
+      if constexpr (kPer == 4) {
+        acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+      } else {
+        acc[0] += v.x, acc[1] += v.y;
+      }
+    }
+    done = nv * kPer;
+  }
+  for (int64_t i = done + first; i < l; i += stride) acc[(i / stride) % 4] += p[i];
+}
+
 // Stage 1 with REEL_CUDA_CHANNEL_SUMS=warps: partial[r] = the sum of run r (l contiguous
 // elements at x + r l), one warp a run (geometry::run_sums_blocks), each lane four
 // independent sums over 16-byte loads where every run is 16-byte aligned
@@ -284,29 +309,11 @@ __global__ void __launch_bounds__(kThreads) sum_partials(const T* partial, Out* 
 // block a run waits on 4 KiB. Memory-bound: x read once, no scratch beyond the partials.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) run_sums(const T* x, T* partial, int64_t runs, int64_t l, bool vec) {
-  using V = std::conditional_t<std::is_same_v<T, float>, float4, double2>;
-  constexpr int kPer = int(sizeof(V) / sizeof(T));  // elements a 16-byte load
   const int lane = int(threadIdx.x % 32);
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < runs; r += warps) {
-    const T* p = x + r * l;
     T acc[4] = {T(0), T(0), T(0), T(0)};
-    int64_t done = 0;
-    if (vec) {
-      const V* pv = reinterpret_cast<const V*>(p);
-      const int64_t nv = l / kPer;
-#pragma unroll 4
-      for (int64_t i = lane; i < nv; i += 32) {
-        const V v = pv[i];
-        if constexpr (kPer == 4) {
-          acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
-        } else {
-          acc[0] += v.x, acc[1] += v.y;
-        }
-      }
-      done = nv * kPer;
-    }
-    for (int64_t i = done + lane; i < l; i += 32) acc[(i / 32) % 4] += p[i];
+    add_run(acc, x + r * l, l, lane, 32, vec);
     T sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
     if (lane == 0) partial[r] = sum;
@@ -323,30 +330,10 @@ template <typename T, typename Out, typename R>
 __global__ void __launch_bounds__(kThreads)
     channel_sums_onepass(const T* x, T* partial, unsigned* counters, Out* out, int64_t n, int64_t c, int64_t l,
                          int64_t per, int64_t ostride, int64_t count, bool vec) {
-  using V = std::conditional_t<std::is_same_v<T, float>, float4, double2>;
-  constexpr int kPer = int(sizeof(V) / sizeof(T));
   const int64_t j = blockIdx.x, splits = gridDim.y, s = blockIdx.y;
   const int64_t first = s * per, last = min(n, first + per);
   T acc[4] = {T(0), T(0), T(0), T(0)};
-  for (int64_t r = first; r < last; ++r) {
-    const T* p = x + (r * c + j) * l;
-    int64_t done = 0;
-    if (vec) {
-      const V* pv = reinterpret_cast<const V*>(p);
-      const int64_t nv = l / kPer;
-#pragma unroll 4
-      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-        const V v = pv[i];
-        if constexpr (kPer == 4) {
-          acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
-        } else {
-          acc[0] += v.x, acc[1] += v.y;
-        }
-      }
-      done = nv * kPer;
-    }
-    for (int64_t i = done + threadIdx.x; i < l; i += blockDim.x) acc[(i / blockDim.x) % 4] += p[i];
-  }
+  for (int64_t r = first; r < last; ++r) add_run(acc, x + (r * c + j) * l, l, int(threadIdx.x), int(blockDim.x), vec);
   T sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
   for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
   __shared__ T warp_sums[kThreads / 32];

@@ -105,18 +105,23 @@ t0=$SECONDS
 
 note() { echo "$*" | tee -a "$summary"; }
 left() { echo $((budget - (SECONDS - t0))); }
-# step NAME LIMIT CMD...: CMD under min(LIMIT, time left), output in logs/NAME.log
-step() {
-  local name=$1 limit=$2
-  shift 2
+# cut_limit NAME: the caller's `limit` cut to the time left; with under 5 s, NAME is noted
+# skipped and it fails
+cut_limit() {
   local rem
   rem=$(left)
   ((rem < limit)) && limit=$rem
   if ((limit < 5)); then
-    note "SKIP    $name (the ${budget}s budget is spent)"
+    note "SKIP    $1 (the ${budget}s budget is spent)"
     status=1
     return 1
   fi
+}
+# step NAME LIMIT CMD...: CMD under min(LIMIT, time left), output in logs/NAME.log
+step() {
+  local name=$1 limit=$2
+  shift 2
+  cut_limit "$name" || return 1
   echo "[gpu-run $((SECONDS - t0))s] $name (limit ${limit}s): $*"
   local s=$SECONDS
   if declare -F "$1" > /dev/null; then  # a function of this script: timeout runs programs only
@@ -185,14 +190,7 @@ step_par() {
   local name=$1 limit=$2
   shift 2
   while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n 2> /dev/null || true; done
-  local rem
-  rem=$(left)
-  ((rem < limit)) && limit=$rem
-  if ((limit < 5)); then
-    note "SKIP    $name (the ${budget}s budget is spent)"
-    status=1
-    return 1
-  fi
+  cut_limit "$name" || return 1
   echo "[gpu-run $((SECONDS - t0))s] $name (side by side, limit ${limit}s): $*"
   (
     started=$SECONDS
