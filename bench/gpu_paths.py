@@ -261,9 +261,11 @@ def default_path(switch, log, compare):
     """(label, rows, where) of the default, and the log's other sections."""
     sections = [s for s in log.sections if s.rows]
     if switch.default is not None:
-        for s in sections:
-            if s.settings.get(switch.name) == switch.default:
-                return (s.label, medians(s.rows), s.header), [x for x in sections if x is not s]
+        # the section that sets the default alone, before one that adds another switch to it
+        # (W9's "REEL_CUDNN_RNN=layers REEL_CUDA_RNN_ALGO=small_h" is a path, not the default)
+        matches = [s for s in sections if s.settings.get(switch.name) == switch.default]
+        for s in sorted(matches, key=lambda x: len(x.settings)):
+            return (s.label, medians(s.rows), s.header), [x for x in sections if x is not s]
         return None, sections
     chosen = {k: v for k, v in medians(compare["reel"]).items()
               if any(k in s.rows for s in sections)}
