@@ -3,7 +3,7 @@
 // Flatten-Linear(6400,512)-ReLU-Dropout(.5)-Linear(512,10), batch 64, SGD lr 0.01
 // momentum 0.9, on synthetic N x 3 x 32 x 32 data. Reports ms per training step
 // (each repetition: --steps steps, default 5) and images/s. --amp bf16|f16: the forward
-// under autocast (parameters and optimizer in f32).
+// under autocast (parameters and optimizer in f32). --profile 1: one step's ops, on stderr.
 #include "reel_bench.h"
 
 int main(int argc, char** argv) {
@@ -34,6 +34,12 @@ int main(int argc, char** argv) {
     return loss;
   };
   for (int i = 0; i < 3; ++i) step();  // warm-up
+  if (args.get("--profile", 0)) {  // one profiled step: where the time goes, per op (stderr)
+    debug::Profiler prof;
+    step().item<float>();
+    prof.stop();
+    std::fprintf(stderr, "%s\n", prof.summary(30).c_str());
+  }
   std::vector<double> ms, ips;
   for (int rep = 0; rep < args.reps; ++rep) {
     double t0 = bench::now_s();

@@ -71,7 +71,8 @@
 #               top kernels (bench/reference/gru_probe_pytorch.py): is cuDNN slow for reel's
 #               descriptors, or reel's wrapper around it?
 #   compare_rows  bench/compare.py --only W12 with REEL_CUDA_ATTENTION=rows
-#   profiles    one W9 and one W12 step op by op (bench --profile 1, REEL_CUDA_SYNC=1)
+#   profiles    one W9, one W12 and one W4 step (bf16 autocast, then f32) op by op
+#               (bench --profile 1, REEL_CUDA_SYNC=1)
 #   w9_cudnn_rnn  W9 (the GRU) with REEL_CUDNN_RNN=layers, stack, then layers with
 #               REEL_CUDA_RNN_ALGO=small_h: step times, packings
 #   w10_w11_bn_relu  W10 (ResNet-50 forward) and W11 (DenseNet-121 training) with
@@ -498,9 +499,12 @@ sed -n '/^GPU: /,$p' "$logs/compare_rows.log" > "$logs/bench_table_rows.txt"
 profile() {
   REEL_CUDA_SYNC=1 "$work/build/bench/bench_w9_gru_imdb" --device cuda --steps 2 --reps 1 --profile 1 &&
     REEL_CUDA_SYNC=1 "$work/build/bench/bench_w12_gpt" --device cuda --steps 1 --reps 1 \
-      --profile 1
+      --profile 1 &&
+    # W4 under bf16 autocast, then in f32: where bf16's step (1.3-1.9 of f32's on 11-29) goes
+    REEL_CUDA_SYNC=1 "$work/build/bench/bench_w4_vgg" --device cuda --amp bf16 --steps 1 --reps 1 --profile 1 &&
+    REEL_CUDA_SYNC=1 "$work/build/bench/bench_w4_vgg" --device cuda --steps 1 --reps 1 --profile 1
 }
-step profiles 40 profile
+step profiles 50 profile
 # W12 under bf16 autocast: attention staged in f32 (the default), then in cuDNN's fused bf16
 # kernels, then PyTorch eager (whose autocast runs attention in bf16), same steps
 w12_half_attention() {
