@@ -24,29 +24,32 @@ void check_param(const OpScope& op, const Tensor& x, const Dims& input, const Te
   check_param(op, x, x.dtype(), input, p, shape, what);
 }
 
-// Under autocast a batch norm computes in f32 (docs/amp.md). bf16 (or f16) activations that
-// the backend keeps channels-last (Backend::channels_last: bf16 on AMX CPUs, both halves on
-// CUDA under REEL_CUDA_CHANNELS_LAST=on) stay in their dtype in and out, with f32
-// parameters and statistics and f32 arithmetic inside (PyTorch's CPU mixed batch norm):
+// Under autocast a batch norm computes in f32 (docs/amp.md). bf16 (or f16) activations the
+// backend takes in the mixed form (Backend::mixed_batch_norm: those it keeps channels-last,
+// bf16 on AMX CPUs and both halves on CUDA under REEL_CUDA_CHANNELS_LAST=on, and on CUDA
+// with REEL_CUDA_HALF_NORM=cudnn row-major ones too) stay in their dtype in and out, with
+// f32 parameters and statistics and f32 arithmetic inside (PyTorch's mixed batch norm):
 // the layout and half the bytes survive the norm, where casts would cost a conversion
-// and a transpose each way. Other inputs are cast to f32.
+// each way (and a transpose, channels-last). Other inputs are cast to f32.
 struct NormInput {
   std::vector<Tensor> xs;
-  bool mixed = false;  // xs bf16/f16 channels-last, parameters and statistics f32
+  bool mixed = false;  // xs bf16/f16, parameters and statistics f32
 };
 NormInput norm_input(const std::vector<Tensor>& xs, bool allow_mixed = true) {
   NormInput r;
   r.mixed = allow_mixed && !xs.empty();
   for (const Tensor& t : xs)
     r.mixed = r.mixed && t.defined() && is_low_precision(t.dtype()) && autocast_active(t) &&
-              backend_of(t).channels_last(t.dtype()) && is_channels_last(t.shape(), t.strides());
+              backend_of(t).mixed_batch_norm(t.dtype(), is_channels_last(t.shape(), t.strides()));
   for (const Tensor& t : xs) r.xs.push_back(r.mixed ? t : autocast_f32(t));
   return r;
 }
-// a fresh tensor for the output or a gradient of a mixed norm: x's layout (channels-last)
+// a fresh tensor for the output or a gradient of a norm: of x's dtype, and in x's layout when
+// mixed (channels-last or row-major, as x is)
 Tensor new_like_layout(const Tensor& x, const Dims& shape, bool mixed) {
-  return mixed ? new_tensor(shape, x.dtype(), x.device(), channels_last_strides(shape))
-               : new_tensor(shape, x.dtype(), x.device());
+  return mixed && is_channels_last(x.shape(), x.strides())
+             ? new_tensor(shape, x.dtype(), x.device(), channels_last_strides(shape))
+             : new_tensor(shape, x.dtype(), x.device());
 }
 
 // The arguments of a batch norm over an input of `shape` (first: a tensor of its device;

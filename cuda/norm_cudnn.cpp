@@ -1,7 +1,7 @@
-// Batch norm of channels-last f16/bf16 activations through cuDNN's batch norm
-// (REEL_CUDA_HALF_NORM=cudnn; the rule and why: internal/half_norm.h). The halves are read
-// and written as they lie, NHWC, with f32 scale, bias and statistics, instead of staging them
-// through f32 NCHW twins (a transposing conversion each way around the f32 kernels).
+// Batch norm of f16/bf16 activations through cuDNN's batch norm (REEL_CUDA_HALF_NORM=cudnn;
+// the rule and why: internal/half_norm.h). The halves are read and written as they lie, NHWC
+// or NCHW, with f32 scale, bias and statistics, instead of staging them through f32 twins (a
+// conversion each way around the f32 kernels, and a transpose each way for NHWC).
 // Floor: memory bandwidth (cuDNN's persistent kernels read x twice forward, x and g backward).
 #include <cudnn.h>
 
@@ -53,13 +53,14 @@ State& state_of(Context& c, const char* op) {
                              "the step once before capturing it (the warm-up rule of cuda::Graph)");
 }
 
-// x's NHWC descriptor and the per-channel one cuDNN derives from it (float for half x)
+// x's descriptor in the call's layout and the per-channel one cuDNN derives from it (float
+// for half x)
 struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, params = nullptr;
-  Descriptors(const Dims& shape, DType dtype, cudnnBatchNormMode_t mode, const char* op) {
+  Descriptors(const Dims& shape, DType dtype, bool nhwc, cudnnBatchNormMode_t mode, const char* op) {
     check_dnn(cudnnCreateTensorDescriptor(&x), op, "cudnnCreateTensorDescriptor");
     check_dnn(cudnnCreateTensorDescriptor(&params), op, "cudnnCreateTensorDescriptor");
-    check_dnn(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC,
+    check_dnn(cudnnSetTensor4dDescriptor(x, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
                                          dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16, int(shape[0]),
                                          int(shape[1]), int(shape[2]), int(shape[3])),
               op, "x descriptor");
@@ -74,6 +75,8 @@ struct Descriptors {
 };
 
 bool packed(const Tensor& t) { return channels_last::packed_nhwc(t.shape(), t.strides()); }
+// whether t lies as the call's descriptor says: packed NHWC, or row-major
+bool in_layout(const Tensor& t, bool nhwc) { return t.dim() == 4 && (nhwc ? packed(t) : t.is_contiguous()); }
 
 // The rule's view of one call: `halves` x's pieces and every other half tensor of the call,
 // `params` the f32 ones (undefined: not given)
@@ -95,12 +98,14 @@ half_norm::Call call_of(bool backward, bool training, bool running, std::span<co
   for (const Tensor& x : xs) {
     c.same_dtypes = c.same_dtypes && x.dtype() == c.x && x.dim() == 4;
     c.nhwc = c.nhwc && x.dim() == 4 && packed(x);
+    c.nchw = c.nchw && x.dim() == 4 && x.is_contiguous();
     if (x.dim() == 4) c.c += x.size(1);
   }
   for (const Tensor* t : halves) {
     if (!t->defined()) continue;
     c.same_dtypes = c.same_dtypes && t->dtype() == c.x;
     c.nhwc = c.nhwc && t->dim() == 4 && packed(*t);
+    c.nchw = c.nchw && t->dim() == 4 && t->is_contiguous();
   }
   for (const Tensor* t : params) {
     if (!t->defined()) continue;
@@ -114,20 +119,21 @@ cudnnBatchNormMode_t dnn_mode(half_norm::Mode m) {
   return m == half_norm::Mode::spatial_persistent ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
 }
 
-// Channel slice [c0, c0 + c) of an NHWC tensor t: the same strides, the offset moved
+// Channel slice [c0, c0 + c) of an NHWC or NCHW tensor t: the same strides, the offset moved
 Tensor channels_of(const Tensor& t, int64_t c0, int64_t c) {
   return view_of(t, {t.size(0), c, t.size(2), t.size(3)}, t.strides(), t.offset() + c0 * t.strides()[1]);
 }
-// A fresh packed NHWC tensor of `shape` in `dtype`
-Tensor nhwc_scratch(Context& ctx, const Dims& shape, DType dtype) {
+// A fresh tensor of `shape` in `dtype`, packed NHWC or row-major
+Tensor layout_scratch(Context& ctx, const Dims& shape, DType dtype, bool nhwc) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
-  return view_of(scratch(ctx, {n}, dtype), shape, channels_last_strides(shape), 0);
+  return view_of(scratch(ctx, {n}, dtype), shape, nhwc ? channels_last_strides(shape) : contiguous_strides(shape), 0);
 }
-// The pieces as one NHWC tensor: the one piece itself, else their channels copied side by side
-Tensor joined(CudaBackend& k, std::span<const Tensor> xs, const Dims& shape) {
+// The pieces as one tensor of the call's layout: the one piece itself, else their channels
+// copied side by side
+Tensor joined(CudaBackend& k, std::span<const Tensor> xs, const Dims& shape, bool nhwc) {
   if (xs.size() == 1) return xs[0];
-  Tensor all = nhwc_scratch(k.ctx(), shape, xs[0].dtype());
+  Tensor all = layout_scratch(k.ctx(), shape, xs[0].dtype(), nhwc);
   int64_t c0 = 0;
   for (const Tensor& x : xs) {
     k.copy_same_device(channels_of(all, c0, x.size(1)), x);
@@ -164,14 +170,15 @@ bool forward(CudaBackend& k, const Tensor& out, const Tensor& save_mean, const T
   if (!refusal(call).empty() || (g_refused.load() & bit)) return false;
   Context& c = k.ctx();
   const Dims shape{call.n, call.c, xs[0].size(2), xs[0].size(3)};
-  const Tensor x = joined(k, xs, shape);
+  const bool nhwc = half_norm::nhwc_descriptor(call);
+  const Tensor x = joined(k, xs, shape, nhwc);
   const Tensor w = or_filled(k, weight, call.c, 1.0), b = or_filled(k, bias, call.c, 0.0);
   const cudnnBatchNormMode_t mode = dnn_mode(mode_of(call));
   const float one = 1, zero = 0;
   {
     State& s = state_of(c, op);
     std::lock_guard<std::mutex> lock(s.mu);
-    Descriptors d(shape, call.x, mode, op);
+    Descriptors d(shape, call.x, nhwc, mode, op);
     if (training) {
       const Tensor sm = or_scratch(k, save_mean, call.c), si = or_scratch(k, save_invstd, call.c);
       if (!ran(cudnnBatchNormalizationForwardTraining(s.handle, mode, &one, &zero, d.x, x.data_ptr(), d.x,
@@ -211,11 +218,12 @@ bool backward(CudaBackend& k, std::span<const Tensor> gxs, const Tensor& gw, con
   for (const Tensor& g : gxs) halves.push_back(&g);
   half_norm::Call call = call_of(true, training, true, xs, {}, {&gw, &gb, &weight, &save_mean, &save_invstd});
   // y and the input gradients: one more pass of the same rule over them; gy may come in any
-  // layout (an adaptive pool's gradient is NCHW) and is laid out NHWC below
+  // layout (an adaptive pool's gradient is NCHW) and is laid out as the call's below
   for (const Tensor* t : halves) {
     if (!t->defined()) continue;
     call.same_dtypes = call.same_dtypes && t->dtype() == call.x;
     call.nhwc = call.nhwc && t->dim() == 4 && packed(*t);
+    call.nchw = call.nchw && t->dim() == 4 && t->is_contiguous();
   }
   call.same_dtypes = call.same_dtypes && gy.dtype() == call.x && gy.dim() == 4;
   const uint32_t bit = refusal_bit(call.x, mode_of(call), true);
@@ -223,18 +231,19 @@ bool backward(CudaBackend& k, std::span<const Tensor> gxs, const Tensor& gw, con
     return false;
   Context& c = k.ctx();
   const Dims shape{call.n, call.c, xs[0].size(2), xs[0].size(3)};
-  const Tensor x = joined(k, xs, shape);
+  const bool nhwc = half_norm::nhwc_descriptor(call);
+  const Tensor x = joined(k, xs, shape, nhwc);
   Backend& be = backend_for(gy.device());
   Tensor g = gy;
-  if (y.defined()) {  // batch_norm_relu: relu's mask first, g (y > 0), written NHWC
-    g = nhwc_scratch(c, shape, gy.dtype());
+  if (y.defined()) {  // batch_norm_relu: relu's mask first, g (y > 0), written in the call's layout
+    g = layout_scratch(c, shape, gy.dtype(), nhwc);
     be.binary(BinaryOp::relu_backward, g, gy, y);
-  } else if (!packed(gy)) {
-    g = nhwc_scratch(c, shape, gy.dtype());
+  } else if (!in_layout(gy, nhwc)) {
+    g = layout_scratch(c, shape, gy.dtype(), nhwc);
     k.copy_same_device(g, gy);
   }
   const bool direct = xs.size() == 1 && gxs[0].defined();
-  const Tensor gx = direct ? gxs[0] : nhwc_scratch(c, shape, call.x);
+  const Tensor gx = direct ? gxs[0] : layout_scratch(c, shape, call.x, nhwc);
   const Tensor w = or_filled(k, weight, call.c, 1.0);
   const Tensor dw = or_scratch(k, gw, call.c), db = or_scratch(k, gb, call.c);
   const cudnnBatchNormMode_t mode = dnn_mode(mode_of(call));
@@ -242,7 +251,7 @@ bool backward(CudaBackend& k, std::span<const Tensor> gxs, const Tensor& gw, con
   {
     State& s = state_of(c, op);
     std::lock_guard<std::mutex> lock(s.mu);
-    Descriptors d(shape, call.x, mode, op);
+    Descriptors d(shape, call.x, nhwc, mode, op);
     // epsilon: the backward does not carry the forward's; cuDNN reads the saved inverse
     // standard deviation, which holds it, and uses epsilon only where none is given
     if (!ran(cudnnBatchNormalizationBackward(s.handle, mode, &one, &zero, &one, &zero, d.x, x.data_ptr(), d.x,
@@ -264,6 +273,13 @@ bool backward(CudaBackend& k, std::span<const Tensor> gxs, const Tensor& gw, con
 }
 
 }  // namespace half_norm
+
+// Autocast's batch norm keeps halves mixed where they are channels-last and kept so (the CPU's
+// rule), and in row-major too where cuDNN runs them (internal/half_norm.h)
+bool CudaBackend::mixed_batch_norm(DType dtype, bool x_channels_last) const {
+  if (x_channels_last) return channels_last(dtype);
+  return is_low_precision(dtype) && g_half_norm.get() == half_norm::Path::cudnn;
+}
 
 void set_half_norm_path(HalfNormPath path) {
   g_half_norm.set(path == HalfNormPath::cudnn ? half_norm::Path::cudnn : half_norm::Path::staged);

@@ -63,9 +63,12 @@
 #   cuda_tests_half_norm, memcheck_on_half_norm   the norm, autocast and channels-last tests
 #               with REEL_CUDA_CHANNELS_LAST=on and REEL_CUDA_HALF_NORM=cudnn (cuDNN's batch norm
 #               of NHWC halves, not the default; the [half_norm] cases set both paths themselves)
+#   cuda_tests_half_norm_nchw, memcheck_half_norm_nchw   the norm and autocast tests with
+#               REEL_CUDA_HALF_NORM=cudnn alone (NCHW halves' batch norms mixed, through cuDNN)
 #   w4_w10_w11_channels_last  W4, W10 and W11 under --amp bf16: NCHW (the default), the
-#               half elementwise kernels alone, NHWC, NHWC with cuDNN's batch norm and the half
-#               elementwise kernels; then PyTorch eager under the same autocast
+#               half elementwise kernels alone, NCHW with cuDNN's mixed batch norm (alone and with
+#               them), NHWC, NHWC with cuDNN's batch norm and the half elementwise kernels; then
+#               PyTorch eager under the same autocast
 #   rnn_probe   W9's GRU layer alone: cuDNN called directly in each layout, algorithm, math type
 #               and padded-IO flag, reel's path (bench/gpu_rnn_probe.cpp), then PyTorch's and its
 #               top kernels (bench/reference/gru_probe_pytorch.py): is cuDNN slow for reel's
@@ -327,6 +330,7 @@ onepass=(env REEL_CUDA_CHANNEL_SUMS=onepass)  # per-channel sums in one launch (
 smallh=(env REEL_CUDA_RNN_ALGO=small_h)    # cuDNN's small-hidden persistent RNN kernel (not yet measured)
 nhwc=(env REEL_CUDA_CHANNELS_LAST=on)        # f16/bf16 activations NHWC (not yet measured)
 halfnorm=(env REEL_CUDA_CHANNELS_LAST=on REEL_CUDA_HALF_NORM=cudnn)  # their batch norms through cuDNN (likewise)
+halfnorm_nchw=(env REEL_CUDA_HALF_NORM=cudnn)  # NCHW halves' batch norms mixed, through cuDNN (not yet measured)
 nhwc_tests="[autocast],[channels_last],[conv],[pool],[norm],[bias]"
 halfew=(env REEL_CUDA_HALF_ELEMENTWISE=native)  # f16/bf16 elementwise ops in one pass (staged is the default)
 halfew_tests="[half_elementwise],[autocast],[channels_last]"
@@ -361,6 +365,8 @@ step_par cuda_tests_small_h 60 "${smallh[@]}" "$cuda_tests" --durations yes "[rn
 # ---- REEL_CUDA_CHANNELS_LAST=on over every test that makes half activations
 step_par cuda_tests_channels_last 60 "${nhwc[@]}" "$cuda_tests" --durations yes "$nhwc_tests"
 step_par cuda_tests_half_norm 60 "${halfnorm[@]}" "$cuda_tests" --durations yes "[norm],[autocast],[channels_last]"
+# ---- REEL_CUDA_HALF_NORM=cudnn with NCHW activations (the default layout): mixed batch norms in cuDNN
+step_par cuda_tests_half_norm_nchw 60 "${halfnorm_nchw[@]}" "$cuda_tests" --durations yes "[norm],[autocast]"
 # ---- REEL_CUDA_HALF_ELEMENTWISE=native over the tests that run half elementwise ops
 step_par cuda_tests_half_elementwise 60 "${halfew[@]}" "$cuda_tests" --durations yes "$halfew_tests"
 
@@ -427,6 +433,8 @@ else
     "$cuda_tests" "$nhwc_tests"
   step_par memcheck_on_half_norm 60 "${halfnorm[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "[norm],[channels_last]"
+  step_par memcheck_half_norm_nchw 60 "${halfnorm_nchw[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 \
+    --print-limit 30 "$cuda_tests" "[norm],[autocast]"
   # f16/bf16 elementwise ops in one pass: the launcher's 16-byte half loads, strided and broadcast offsets
   step_par memcheck_on_half_elementwise 60 "${halfew[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 30 \
     "$cuda_tests" "$halfew_tests"
@@ -528,13 +536,16 @@ w7_channel_sums() {
 }
 step w7_channel_sums 40 w7_channel_sums
 # W4, W10 and W11 under bf16 autocast: activations NCHW (the default), the half elementwise
-# kernels alone, NHWC, NHWC with cuDNN's batch norm and the half elementwise kernels; then
+# kernels alone, NCHW with cuDNN's mixed batch norm (alone, then with the half elementwise
+# kernels), NHWC, NHWC with cuDNN's batch norm and the half elementwise kernels; then
 # PyTorch eager under the same autocast (NCHW, its default memory format). Each section's
 # header holds its settings, read by bench/gpu_paths.py
 w4_w10_w11_channels_last() {
   local settings
   for settings in "REEL_CUDA_CHANNELS_LAST=off" \
     "REEL_CUDA_CHANNELS_LAST=off REEL_CUDA_HALF_ELEMENTWISE=native" \
+    "REEL_CUDA_CHANNELS_LAST=off REEL_CUDA_HALF_NORM=cudnn" \
+    "REEL_CUDA_CHANNELS_LAST=off REEL_CUDA_HALF_NORM=cudnn REEL_CUDA_HALF_ELEMENTWISE=native" \
     "REEL_CUDA_CHANNELS_LAST=on" \
     "REEL_CUDA_CHANNELS_LAST=on REEL_CUDA_HALF_NORM=cudnn REEL_CUDA_HALF_ELEMENTWISE=native"; do
     echo "$settings"
@@ -550,7 +561,7 @@ w4_w10_w11_channels_last() {
     python3 "$root/bench/reference/workloads_pytorch.py" "$w" --device cuda --amp bf16 --steps 5 --reps 2 || return 1
   done
 }
-step w4_w10_w11_channels_last 120 w4_w10_w11_channels_last
+step w4_w10_w11_channels_last 170 w4_w10_w11_channels_last
 # W9's GRU per layer (the default), as the whole stack, and per layer through cuDNN's
 # small-hidden persistent kernel, same steps, one after the other
 w9_cudnn_rnn() {

@@ -224,6 +224,14 @@ class Backend {
   // elementwise ops keep it, in every dtype (its elementwise kernels take that layout). For
   // convolutions reading NHWC (oneDNN's AMX bf16 ones): plain costs a reorder on each side.
   virtual bool channels_last(DType) const { return false; }
+  // Whether a batch norm under autocast keeps f16/bf16 x laid out so (`x_channels_last`:
+  // is_channels_last) in its dtype, in and out, with f32 parameters and statistics (the mixed
+  // form, autograd/ops_norm.cpp), instead of casting it to f32: where this backend keeps the
+  // dtype channels-last and x is so (AMX CPUs; CUDA's NHWC halves), and where a backend runs
+  // the mixed form itself in row-major too (CUDA with REEL_CUDA_HALF_NORM=cudnn).
+  virtual bool mixed_batch_norm(DType dtype, bool x_channels_last) const {
+    return x_channels_last && channels_last(dtype);
+  }
 
   // Whether this backend's matrix products and convolutions in `dtype` run on native
   // instructions; where they do not (bf16 on a CPU without AVX512-BF16 or AMX, which oneDNN

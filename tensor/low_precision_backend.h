@@ -196,6 +196,9 @@ class LowPrecisionBackend : public Backend {
   }
   int64_t conv2d_channel_block(DType dtype) const override { return k.conv2d_channel_block(dtype); }
   bool channels_last(DType dtype) const override { return k.channels_last(dtype); }
+  bool mixed_batch_norm(DType dtype, bool x_channels_last) const override {
+    return k.mixed_batch_norm(dtype, x_channels_last);
+  }
   bool native_products(DType dtype) const override { return k.native_products(dtype); }
   void conv2d_backward_data(const Tensor& gx, const Tensor& gy, const Tensor& w, const ConvParams& p) override {
     if (!low_precision::any_low(gx, gy, w) || native_product(gx, gy, w, Tensor())) return k.conv2d_backward_data(gx, gy, w, p);

@@ -80,7 +80,7 @@ TEST_CASE("REEL_CUDA_HALF_NORM takes staged or cudnn, else an error naming it, t
   CHECK(hn::invalid_path_message("fused") == "batch_norm: REEL_CUDA_HALF_NORM must be staged or cudnn, got \"fused\"");
 }
 
-TEST_CASE("cuDNN takes the mixed batch norm of NHWC halves only, in training or with running statistics",
+TEST_CASE("cuDNN takes the mixed batch norm of NHWC or row-major halves, in training or with running statistics",
           "[cuda][rules][channels_last][norm]") {
   const hn::Call served{.path = hn::Path::cudnn, .n = 32, .c = 64, .hw = 56 * 56};
   CHECK(hn::refusal(served).empty());
@@ -100,7 +100,14 @@ TEST_CASE("cuDNN takes the mixed batch norm of NHWC halves only, in training or 
   CHECK(refused([](hn::Call& c) { c.x = c.y = DType::f32; }));      // f32 runs reel's own kernels
   CHECK(refused([](hn::Call& c) { c.y = DType::f32; }));
   CHECK(refused([](hn::Call& c) { c.same_dtypes = false; }));       // DenseNet pieces of two dtypes
-  CHECK(refused([](hn::Call& c) { c.nhwc = false; }));              // NCHW halves: cast to f32 as before
+  CHECK(refused([](hn::Call& c) { c.nhwc = false, c.nchw = false; }));  // a mix of layouts, or strided
+  // row-major halves (since 11-30): SPATIAL in training, as PyTorch runs NCHW
+  hn::Call nchw = served;
+  nchw.nhwc = false;
+  CHECK(hn::refusal(nchw).empty());
+  CHECK(hn::mode_of(nchw) == hn::Mode::spatial);
+  CHECK_FALSE(hn::nhwc_descriptor(nchw));
+  CHECK(hn::nhwc_descriptor(served));  // both (one channel, one pixel): NHWC
   CHECK(refused([](hn::Call& c) { c.params_f32 = false; }));
   CHECK(refused([](hn::Call& c) { c.params_dense = false; }));
   CHECK(refused([](hn::Call& c) { c.n = 1, c.hw = 1; }));           // one value a channel

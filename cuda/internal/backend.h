@@ -54,6 +54,8 @@ class CudaBackend final : public Backend {
                               const ConvParams& p) override;
   // f16/bf16 under REEL_CUDA_CHANNELS_LAST=on (conv.cpp, internal/channels_last.h)
   bool channels_last(DType dtype) const override;
+  // and, with REEL_CUDA_HALF_NORM=cudnn, row-major halves' batch norms mixed too (norm_cudnn.cpp)
+  bool mixed_batch_norm(DType dtype, bool x_channels_last) const override;
   void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolParams& p) override;
   void max_pool2d_backward(const Tensor& gx, const Tensor& gy, const Tensor& indices, const PoolParams& p) override;
   void avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolParams& p) override;

@@ -1,24 +1,27 @@
-// Batch norm of channels-last f16/bf16 activations through cuDNN (REEL_CUDA_HALF_NORM) as far
-// as it needs no GPU: the switch and the rule that says which calls cuDNN takes. Plain values
+// Batch norm of f16/bf16 activations through cuDNN (REEL_CUDA_HALF_NORM) as far as it needs
+// no GPU: the switch and the rule that says which calls cuDNN takes. Plain values
 // in, plain values out, no CUDA header, so that reel_tests checks the rule in every build
 // (test/test_cuda_layout_rules.cpp); norm_cudnn.cpp makes the calls.
 //
 // staged (the default): autocast's mixed batch norm (NHWC half x and y, f32 parameters and
 //   statistics: autograd/ops_norm.cpp) runs on f32 twins of x and y (tensor/low_precision_
 //   backend.h's Stage): a transposing conversion in, the f32 NCHW kernels, one back out.
-// cudnn: cuDNN's batch norm reads and writes the half NHWC tensors as they lie, with f32
+// cudnn: autocast's batch norms of halves are mixed in either layout (Backend::
+//   mixed_batch_norm: row-major halves too, which staged casts to f32 and back, as PyTorch's
+//   CUDA autocast leaves batch norm in the input's dtype), and cuDNN's batch norm reads and
+//   writes the half tensors as they lie, NHWC or NCHW, with f32
 //   scale, bias and statistics (its "bnScaleBiasMeanVarDesc" for half data is float: the
 //   mixed form exactly): cudnnBatchNormalizationForwardTraining in
-//   CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode (the NHWC half kernels; PyTorch takes the same
-//   mode for channels-last training), cudnnBatchNormalizationForwardInference in SPATIAL
-//   mode, cudnnBatchNormalizationBackward from the forward's saved mean and inverse standard
+//   CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode for NHWC (the NHWC half kernels; PyTorch takes the
+//   same mode for channels-last training) and SPATIAL for NCHW (as PyTorch), cudnnBatch-
+//   NormalizationForwardInference in SPATIAL mode, cudnnBatchNormalizationBackward from the forward's saved mean and inverse standard
 //   deviation. batch_norm_relu's relu is a pass over y after (and its mask a pass over the
 //   gradient before): cuDNN's fused BN_ACTIVATION form needs its forward's reserve space in
 //   the backward, which the Backend contract does not carry. DenseNet's pieces are joined
-//   into one NHWC tensor first (cuDNN reads one tensor), their gradients copied out.
+//   into one tensor of their layout first (cuDNN reads one tensor), their gradients copied out.
 //
 // Served: 4-D x [N, C, H, W] of f16 or bf16, every piece and y packed NHWC (or one channel or
-// one pixel, the same memory), y of x's dtype; weight, bias, running and saved statistics
+// one pixel, the same memory) or every one row-major, y of x's dtype; weight, bias, running and saved statistics
 // f32 and contiguous where given; training with more than one value a channel (cuDNN's
 // unbiased running variance divides by count - 1); the backward only for training (an eval
 // backward's statistics are constants: the staged path's one multiply). Anything else runs
@@ -57,7 +60,8 @@ struct Call {
   DType x = DType::bf16;      // every piece's dtype (first piece; `same_dtypes`: all alike)
   DType y = DType::bf16;      // y forward, gx backward (and gy)
   bool same_dtypes = true;    // every piece, y (and gy, gx) of x's dtype
-  bool nhwc = true;           // every piece, y (and gy, gx) packed NHWC (channels_last::packed_nhwc)
+  bool nhwc = true;           // every piece, y (and gx) packed NHWC (channels_last::packed_nhwc)
+  bool nchw = true;           // every piece, y (and gx) row-major (contiguous)
   bool params_f32 = true;     // weight, bias, running and saved statistics f32 where given
   bool params_dense = true;   // ... and contiguous
   int64_t n = 1, c = 1, hw = 1;  // the joined x's N, C (all pieces) and H W
@@ -68,7 +72,7 @@ inline std::string refusal(const Call& c) {
   if (c.path != Path::cudnn) return "REEL_CUDA_HALF_NORM is not cudnn";
   if (c.dims != 4) return "not a 4-d [N, C, H, W] input";
   if (!is_low_precision(c.x) || !c.same_dtypes || c.y != c.x) return "not f16/bf16 throughout";
-  if (!c.nhwc) return "not channels-last";
+  if (!c.nhwc && !c.nchw) return "neither packed NHWC nor row-major throughout";
   if (!c.params_f32 || !c.params_dense) return "parameters or statistics not contiguous f32 (the mixed form)";
   if (c.backward && !c.training) return "an evaluation-mode backward (constant statistics)";
   if (!c.training && !c.running) return "evaluation without running statistics";
@@ -78,10 +82,13 @@ inline std::string refusal(const Call& c) {
   return "";
 }
 
-// cuDNN's mode for a call it takes: the persistent NHWC kernels in training (forward and
-// backward alike: the backward reads what that forward saved), plain spatial in evaluation
+// cuDNN's mode for a call it takes: the persistent NHWC kernels in NHWC training (forward and
+// backward alike: the backward reads what that forward saved), plain spatial otherwise
 enum class Mode { spatial, spatial_persistent };
-inline Mode mode_of(const Call& c) { return c.training ? Mode::spatial_persistent : Mode::spatial; }
+inline Mode mode_of(const Call& c) { return c.training && c.nhwc ? Mode::spatial_persistent : Mode::spatial; }
+// The layout cuDNN is told: NHWC where every tensor is packed so (a tensor that is both, one
+// channel or one pixel, takes it too), else row-major
+inline bool nhwc_descriptor(const Call& c) { return c.nhwc; }
 
 // ---- the calls (norm_cudnn.cpp), with the arguments of LowPrecisionBackend's
 // native_batch_norm_forward / _backward hooks: true when cuDNN ran the call, false (nothing

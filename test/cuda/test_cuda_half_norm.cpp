@@ -1,7 +1,7 @@
 // REEL_CUDA_HALF_NORM=cudnn (cuda/norm_cudnn.cpp, internal/half_norm.h): autocast's mixed
-// batch norm of channels-last f16/bf16 activations through cuDNN against the staged path
-// (f32 twins around reel's own kernels), values, running statistics and gradients; the
-// calls it refuses still run, staged. Each test sets its switches and puts them back.
+// batch norm of f16/bf16 activations, channels-last or row-major, through cuDNN against the
+// staged path (f32 twins around reel's own kernels, or for row-major halves the cast to f32),
+// values, running statistics and gradients; the calls it refuses still run, staged. Each test sets its switches and puts them back.
 #include <vector>
 
 #include "../channels_last_check.h"
@@ -34,13 +34,18 @@ struct Result {
   std::vector<Tensor> grads;  // the pieces', then weight's and bias's (undefined where none)
 };
 
-// batch_norm (one piece, relu false) or batch_norm_relu over NHWC pieces of dtype d, under
-// autocast on the GPU, forward and backward through sum(y * gy)
+// batch_norm (one piece, relu false) or batch_norm_relu over pieces of dtype d, NHWC or (nhwc
+// false, channels-last off) row-major, under autocast on the GPU, forward and backward through
+// sum(y * gy)
 Result run(cuda::HalfNormPath path, DType d, const std::vector<Tensor>& pieces_f32, const Tensor& weight,
-           const Tensor& bias, bool running, bool training, bool relu, double eps, const Tensor& gy_f32) {
-  Switches on(true, path);
+           const Tensor& bias, bool running, bool training, bool relu, double eps, const Tensor& gy_f32,
+           bool nhwc = true) {
+  Switches on(nhwc, path);
   std::vector<Tensor> xs;
-  for (const Tensor& p : pieces_f32) xs.push_back(to_channels_last(p.to(kGpu).to(d)).requires_grad_());
+  for (const Tensor& p : pieces_f32) {
+    Tensor x = p.to(kGpu).to(d);
+    xs.push_back((nhwc ? to_channels_last(x) : x).requires_grad_());
+  }
   Tensor w = weight.defined() ? weight.to(kGpu).requires_grad_() : Tensor();
   Tensor b = bias.defined() ? bias.to(kGpu).requires_grad_() : Tensor();
   const int64_t c = gy_f32.size(1);
@@ -54,8 +59,9 @@ Result run(cuda::HalfNormPath path, DType d, const std::vector<Tensor>& pieces_f
     r.y = relu ? batch_norm_relu(xs, w, b, r.rm, r.rv, training, 0.1, eps)
                : batch_norm(xs[0], w, b, r.rm, r.rv, training, 0.1, eps);
   }
-  CHECK(r.y.dtype() == d);
-  CHECK(channels_last(r.y));
+  // mixed (d in and out) where channels-last, or through cuDNN; row-major staged: cast to f32
+  CHECK(r.y.dtype() == (nhwc || path == cuda::HalfNormPath::cudnn ? d : DType::f32));
+  CHECK(channels_last(r.y) == nhwc);
   (r.y.to(DType::f32) * gy_f32.to(kGpu)).sum().backward();
   for (const Tensor& x : xs) {  // (a leaf's .grad is its own contiguous copy, whatever the layout)
     REQUIRE(x.grad().defined());
@@ -137,20 +143,51 @@ TEST_CASE("cuDNN's batch norm serves batch_norm_relu, DenseNet's pieces joined, 
   }
 }
 
+TEST_CASE("cuDNN's batch norm of row-major halves matches the f32 cast path: values, statistics, gradients",
+          "[cuda][norm][half_norm]") {
+  // channels-last off, REEL_CUDA_HALF_NORM=cudnn: autocast keeps NCHW halves mixed (half in and
+  // out, f32 statistics) and cuDNN runs them NCHW; staged casts them to f32 as before
+  manual_seed(44);
+  for (DType d : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(d));
+    Tensor x = randn({4, 16, 7, 7}) * 2 + 1, gy = randn({4, 16, 7, 7}), w = randn({16}), b = randn({16});
+    Result staged = run(cuda::HalfNormPath::staged, d, {x}, w, b, true, true, false, 1e-5, gy, false);
+    uint64_t before = cuda::cudnn_norm_calls();
+    Result fused = run(cuda::HalfNormPath::cudnn, d, {x}, w, b, true, true, false, 1e-5, gy, false);
+    CHECK(cuda::cudnn_norm_calls() == before + 2);
+    check_close(fused, staged, d);
+    // batch_norm_relu over three pieces (joined NCHW), and an evaluation forward
+    const std::vector<Tensor> three{randn({4, 16, 6, 6}), randn({4, 8, 6, 6}), randn({4, 16, 6, 6})};
+    Tensor w40 = randn({40}), b40 = randn({40}), gy40 = randn({4, 40, 6, 6});
+    staged = run(cuda::HalfNormPath::staged, d, three, w40, b40, true, true, true, 1e-5, gy40, false);
+    before = cuda::cudnn_norm_calls();
+    fused = run(cuda::HalfNormPath::cudnn, d, three, w40, b40, true, true, true, 1e-5, gy40, false);
+    CHECK(cuda::cudnn_norm_calls() == before + 2);
+    check_close(fused, staged, d);
+    staged = run(cuda::HalfNormPath::staged, d, {x}, w, b, true, false, false, 1e-5, gy, false);
+    before = cuda::cudnn_norm_calls();
+    fused = run(cuda::HalfNormPath::cudnn, d, {x}, w, b, true, false, false, 1e-5, gy, false);
+    CHECK(cuda::cudnn_norm_calls() == before + 1);  // the evaluation backward runs staged
+    check_close(fused, staged, d);
+  }
+}
+
 TEST_CASE("batch norms cuDNN does not take run staged with REEL_CUDA_HALF_NORM=cudnn",
           "[cuda][channels_last][norm][half_norm]") {
   manual_seed(43);
   Switches on(true, cuda::HalfNormPath::cudnn);
   const uint64_t before = cuda::cudnn_norm_calls();
-  // f32 activations: reel's own kernels; NCHW bf16 under autocast: cast to f32 as before
+  // f32 activations: reel's own kernels; a bf16 [N, C, L] under autocast: mixed (bf16 out),
+  // but cuDNN's rule takes 4-d inputs only, so the staged mixed path runs it
   Tensor x32 = randn({4, 8, 5, 5}).to(kGpu), w = ones({8}, {.device = kGpu}), b = zeros({8}, {.device = kGpu});
   Tensor y32 = batch_norm(x32, w, b, Tensor(), Tensor(), true);
   CHECK(rel_error(y32, batch_norm(x32.cpu(), w.cpu(), b.cpu(), Tensor(), Tensor(), true)) < 1e-5);
-  Tensor xh = randn({4, 8, 5, 5}).to(kGpu).to(DType::bf16);
+  Tensor xh = randn({4, 8, 25}).to(kGpu).to(DType::bf16);
   {
     AutocastGuard amp({.device = DeviceType::CUDA, .dtype = DType::bf16});
-    Tensor y = batch_norm(xh, w, b, Tensor(), Tensor(), true);  // plain bf16: cast to f32
-    CHECK(y.dtype() == DType::f32);
+    Tensor y = batch_norm(xh, w, b, Tensor(), Tensor(), true);
+    CHECK(y.dtype() == DType::bf16);
+    CHECK(rel_error(y, batch_norm(xh.cpu().to(DType::f32), w.cpu(), b.cpu(), Tensor(), Tensor(), true)) < 1e-2);
   }
   CHECK(cuda::cudnn_norm_calls() == before);
 }
