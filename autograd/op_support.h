@@ -121,6 +121,9 @@ Tensor new_tensor(const Dims& shape, DType dtype, Device device, const Dims& str
 // backend keeping some dtype's activations so (Backend::channels_last), else contiguous:
 // how elementwise ops keep that layout from one convolution to the next
 Tensor new_in_layout_of(const Tensor& like, const Dims& shape, DType dtype);
+// The backend's pooling parameters of `o` (a stride of 0: the kernel), unchecked (ops_pool.cpp)
+struct Pool2dOptions;
+PoolParams pool_params(const Pool2dOptions& o);
 // A view of base's storage with the given geometry; not recorded.
 Tensor make_view(const Tensor& base, const Dims& shape, const Dims& strides, int64_t offset);
 // base broadcast to shape through stride-0 dims; not recorded.

@@ -42,13 +42,7 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, bool ceil_mod
 // Checks the options against x; returns the backend's parameters and y's shape.
 PoolParams plan(const OpScope& op, const Tensor& x, const Pool2dOptions& o, Dims& shape) {
   check_input(op, x);
-  PoolParams p;
-  for (int i = 0; i < 2; ++i) {
-    p.kernel[i] = o.kernel[i];
-    p.stride[i] = o.stride[i] == 0 ? o.kernel[i] : o.stride[i];
-    p.padding[i] = o.padding[i];
-  }
-  p.count_include_pad = o.count_include_pad;
+  PoolParams p = pool_params(o);
   for (int i = 0; i < 2; ++i) {
     if (p.kernel[i] < 1 || p.stride[i] < 1 || p.padding[i] < 0 || 2 * p.padding[i] > p.kernel[i])
       fail(op.op, fmt::format("expected kernel >= 1, stride >= 1 and 0 <= padding <= kernel / 2, got kernel [{}, {}], "
@@ -184,6 +178,17 @@ Tensor adaptive_avg_pool2d_input_grad(const Tensor& g, const Dims& x_shape) {
 }
 
 }  // namespace
+
+PoolParams pool_params(const Pool2dOptions& o) {
+  PoolParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.kernel[i] = o.kernel[i];
+    p.stride[i] = o.stride[i] == 0 ? o.kernel[i] : o.stride[i];
+    p.padding[i] = o.padding[i];
+  }
+  p.count_include_pad = o.count_include_pad;
+  return p;
+}
 
 // y = max over each window (argmax saved as flat h*W+w); dx = g routed to the argmax
 PoolWithIndices max_pool2d_with_indices(const Tensor& x, Pool2dOptions opt, Site site) {

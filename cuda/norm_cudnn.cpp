@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "internal/backend.h"
 #include "internal/channels_last.h"
@@ -41,18 +43,6 @@ bool ran(cudnnStatus_t st, uint32_t bit, const char* op, const char* what) {
   return false;
 }
 
-// A device's cuDNN handle for batch norm, on its stream; used under `mu` (a handle is not for
-// two threads at once)
-struct State {
-  std::mutex mu;
-  cudnnHandle_t handle = nullptr;
-};
-State& state_of(Context& c, const char* op) {
-  return dnn_state_of<State>(c, op,
-                             "would create cuDNN's batch norm handle (the first half batch norm on this device); run "
-                             "the step once before capturing it (the warm-up rule of cuda::Graph)");
-}
-
 // x's descriptor in the call's layout and the per-channel one cuDNN derives from it (float
 // for half x)
 struct Descriptors {
@@ -73,6 +63,26 @@ struct Descriptors {
   Descriptors(const Descriptors&) = delete;
   Descriptors& operator=(const Descriptors&) = delete;
 };
+
+// A device's cuDNN handle for batch norm, on its stream, and the descriptors of each shape,
+// dtype, layout and mode met, made once (a network's norms repeat every step); used under
+// `mu` (a handle is not for two threads at once)
+struct State {
+  std::mutex mu;
+  cudnnHandle_t handle = nullptr;
+  std::map<std::vector<int64_t>, std::unique_ptr<Descriptors>> descriptors;
+  const Descriptors& of(const Dims& shape, DType dtype, bool nhwc, cudnnBatchNormMode_t mode, const char* op) {
+    std::vector<int64_t> key{shape[0], shape[1], shape[2], shape[3], int64_t(dtype), nhwc, int64_t(mode)};
+    std::unique_ptr<Descriptors>& d = descriptors[key];
+    if (!d) d = std::make_unique<Descriptors>(shape, dtype, nhwc, mode, op);
+    return *d;
+  }
+};
+State& state_of(Context& c, const char* op) {
+  return dnn_state_of<State>(c, op,
+                             "would create cuDNN's batch norm handle (the first half batch norm on this device); run "
+                             "the step once before capturing it (the warm-up rule of cuda::Graph)");
+}
 
 bool packed(const Tensor& t) { return channels_last::packed_nhwc(t.shape(), t.strides()); }
 // whether t lies as the call's descriptor says: packed NHWC, or row-major
@@ -178,7 +188,7 @@ bool forward(CudaBackend& k, const Tensor& out, const Tensor& save_mean, const T
   {
     State& s = state_of(c, op);
     std::lock_guard<std::mutex> lock(s.mu);
-    Descriptors d(shape, call.x, nhwc, mode, op);
+    const Descriptors& d = s.of(shape, call.x, nhwc, mode, op);
     if (training) {
       const Tensor sm = or_scratch(k, save_mean, call.c), si = or_scratch(k, save_invstd, call.c);
       if (!ran(cudnnBatchNormalizationForwardTraining(s.handle, mode, &one, &zero, d.x, x.data_ptr(), d.x,
@@ -251,7 +261,7 @@ bool backward(CudaBackend& k, std::span<const Tensor> gxs, const Tensor& gw, con
   {
     State& s = state_of(c, op);
     std::lock_guard<std::mutex> lock(s.mu);
-    Descriptors d(shape, call.x, nhwc, mode, op);
+    const Descriptors& d = s.of(shape, call.x, nhwc, mode, op);
     // epsilon: the backward does not carry the forward's; cuDNN reads the saved inverse
     // standard deviation, which holds it, and uses epsilon only where none is given
     if (!ran(cudnnBatchNormalizationBackward(s.handle, mode, &one, &zero, &one, &zero, d.x, x.data_ptr(), d.x,

@@ -375,7 +375,7 @@ unsigned* onepass_counters(Context& ctx, int64_t c) {
     forbid_in_capture(ctx, "reduce", "would allocate the per-channel counters of REEL_CUDA_CHANNEL_SUMS=onepass "
                                      "(a first sum of this many channels); run the step once before capturing it "
                                      "(the warm-up rule of cuda::Graph)");
-    const int64_t slots = std::max<int64_t>(c, 1024);
+    const int64_t slots = geometry::onepass_counter_slots(c);
     auto* p = static_cast<unsigned*>(device_alloc(ctx, size_t(slots) * sizeof(unsigned)));
     check(cudaMemsetAsync(p, 0, size_t(slots) * sizeof(unsigned), ctx.stream), "reduce", "cudaMemsetAsync");
     k = {p, slots};
@@ -394,7 +394,7 @@ void channel_sums(Context& ctx, const T* x, Out* out, const Split& s, int64_t n,
     const geometry::OnepassGrid g =
         geometry::channel_sums_onepass_grid(n, c, l, int64_t(sizeof(T)), ctx.sm_count, ctx.max_threads_per_sm);
     if (c > geometry::kGridXMax) throw Error("reduce: " + std::to_string(c) + " channels are more than one launch covers");
-    DeviceBuffer parts(ctx, size_t(c * g.splits) * sizeof(T));
+    DeviceBuffer parts(ctx, size_t(g.partial_elems(c)) * sizeof(T));
     unsigned* counters = onepass_counters(ctx, c);
     const bool vec = geometry::run_sums_vectorized(reinterpret_cast<uint64_t>(x), l, int64_t(sizeof(T)));
     channel_sums_onepass<T, Out, R><<<dim3(unsigned(c), unsigned(g.splits), 1u), kThreads, 0, ctx.stream>>>(

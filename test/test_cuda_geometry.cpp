@@ -340,6 +340,9 @@ TEST_CASE("the one-pass per-channel sums split each channel's runs into blocks c
   const geo::OnepassGrid w7 = geo::channel_sums_onepass_grid(64, 64, 1024, 4, 132, 2048);
   CHECK(w7.splits == 16);
   CHECK(w7.per == 4);
+  CHECK(w7.partial_elems(64) == 64 * 16);  // a partial for every block of the C x splits grid
+  CHECK(geo::onepass_counter_slots(64) == 1024);
+  CHECK(geo::onepass_counter_slots(4096) == 4096);
   for (int sms : {1, 108, 132})
     for (int64_t n : {int64_t(1), int64_t(3), int64_t(64), int64_t(1000), int64_t(1) << 20, int64_t(1) << 33})
       for (int64_t c : {int64_t(1), int64_t(3), int64_t(64), int64_t(4096), int64_t(1) << 20})

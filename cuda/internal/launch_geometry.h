@@ -96,7 +96,11 @@ inline int64_t run_sums_blocks(int64_t runs, int sm_count, int max_threads_per_s
 constexpr int64_t kOnepassMinBytes = int64_t(16) << 10;
 struct OnepassGrid {
   int64_t splits = 1, per = 1;
+  int64_t partial_elems(int64_t c) const { return c * splits; }  // the partials: one a block
 };
+// The per-channel counters' slots on a device: at least c, and 1024 at first so that a
+// network's later, wider sums rarely grow them (they are kept for good: a graph may name them)
+inline int64_t onepass_counter_slots(int64_t c) { return std::max<int64_t>(c, 1024); }
 inline OnepassGrid channel_sums_onepass_grid(int64_t n, int64_t c, int64_t l, int64_t elem_size, int sm_count,
                                              int max_threads_per_sm) {
   const int64_t resident = int64_t(sm_count) * std::max(1, max_threads_per_sm / kBlockThreads);

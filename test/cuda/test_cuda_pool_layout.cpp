@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../autograd/op_support.h"
 #include "../channels_last_check.h"
 #include "compare.h"
 
@@ -93,17 +94,6 @@ const Case kCases[] = {
     {"3x3, stride 2, ceil_mode", {.kernel = 3, .stride = 2, .ceil_mode = true}},
 };
 
-PoolParams params(const Pool2dOptions& o) {
-  PoolParams p;
-  for (int i = 0; i < 2; ++i) {
-    p.kernel[i] = o.kernel[i];
-    p.stride[i] = o.stride[i] == 0 ? o.kernel[i] : o.stride[i];
-    p.padding[i] = o.padding[i];
-  }
-  p.count_include_pad = o.count_include_pad;
-  return p;
-}
-
 // x's shapes: odd sizes; 32 channels (a warp's width across channels); one larger than
 // a grid's worth of threads, so that the grid-stride loops go round
 const Dims kShapes[] = {{2, 5, 9, 7}, {1, 32, 6, 5}, {4, 64, 56, 56}};
@@ -122,7 +112,7 @@ Max max_pool(const Tensor& x, const Tensor& gy, const PoolParams& p, L xl, L yl,
 }
 
 void check_max(const Tensor& x, const Pool2dOptions& opt) {
-  const PoolParams p = params(opt);
+  const PoolParams p = pool_params(opt);
   const Dims ys = max_pool2d(x, opt).shape();
   const Tensor gy = randn(ys).to(x.dtype()).to(kGpu);
   const Max ref = max_pool(x, gy, p, L::plain, L::plain, L::plain, L::plain, L::plain);
@@ -206,7 +196,7 @@ const L kAvgLayouts[][4] = {{L::nhwc, L::nhwc, L::nhwc, L::nhwc},
                             {L::nhwc_gaps, L::gaps, L::gaps, L::nhwc_gaps}};
 
 void check_avg(const Tensor& x, const Pool2dOptions& opt) {
-  const PoolParams p = params(opt);
+  const PoolParams p = pool_params(opt);
   const Dims ys = avg_pool2d(x, opt).shape();
   const Tensor gy = randn(ys).to(x.dtype()).to(kGpu);
   const Avg ref = avg_pool(x, gy, p, L::plain, L::plain, L::plain, L::plain);
