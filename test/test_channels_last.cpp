@@ -143,6 +143,18 @@ TEST_CASE("staged f32 twins of channels-last halves keep their layout for the el
     keep.finish();                                         // rounds the twin back into w
     CHECK(same_values(w, p));
   }
+  // NaN, inf and -inf through the twins, and an empty tensor (no twin written)
+  {
+    Tensor special = to_channels_last(tensor({NAN, INFINITY, -INFINITY, -0.0, 1.5, 2.0}).reshape({1, 2, 1, 3})
+                                          .expand({2, 2, 2, 3}).contiguous().to(DType::bf16));
+    REQUIRE(channels_last(special) == (special.size(1) > 1));
+    low_precision::Stage keep(cpu, low_precision::Twins::as_source);
+    CHECK(same_values(keep.in(special), special));
+    CHECK(same_values(sigmoid(special), sigmoid(special.contiguous())));
+    Tensor empty = to_channels_last(zeros({0, 4, 3, 3}).to(DType::bf16));
+    CHECK(keep.in(empty).numel() == 0);
+    CHECK(relu(empty).numel() == 0);
+  }
   // the staged elementwise calls on channels-last operands give the row-major bits
   CHECK(same_values(where(gt(p, q), p, q), where(gt(pc, qc), pc, qc)));
   CHECK(same_values(sigmoid(p), sigmoid(pc)));
